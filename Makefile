@@ -1,0 +1,45 @@
+# Every target does its own set-up: a fresh clone needs nothing installed beforehand.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SHARED ?= ../shared
+
+.PHONY: demo test lint typecheck deps-check unit bench conformance proptest clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m actors.cli.demo
+
+test: $(STAMP) lint typecheck deps-check unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check bus actors tests
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+deps-check: $(STAMP)
+	$(BIN)/python tests/check_dependencies.py
+
+unit: $(STAMP)
+	$(BIN)/pytest -q -p no:cacheprovider
+
+proptest: $(STAMP)
+	HYPOTHESIS_PROFILE=deep $(BIN)/pytest -q -p no:cacheprovider tests
+
+bench: $(STAMP)
+	$(BIN)/python -m tests.bench
+
+conformance: $(STAMP)
+	@if [ -d $(SHARED)/conformance ]; then \
+	  $(BIN)/python $(SHARED)/conformance/compare.py --impl $(abspath $(BIN))/agentbus -j 2 $(ARGS); \
+	else echo "$(SHARED)/conformance not found: skipping conformance"; fi
+
+clean:
+	rm -rf $(VENV) build *.egg-info

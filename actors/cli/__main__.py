@@ -1,0 +1,3 @@
+from . import console_main
+
+console_main()

@@ -1,0 +1,530 @@
+"""The tool scheduler actor: one batch of function calls at a time, in waves.
+
+Accepts: ``ScheduleBatch`` and ``CancelBatch`` from a turn, ``ApprovalAnswered`` from
+clients, ``ToolFinished`` from executors.
+Emits: ``ToolCallUpdated`` for every state change (validating, scheduled,
+awaiting_approval, executing, success, error, cancelled), ``ApprovalRequested``,
+``ApprovalSettled``, ``RunTool``/``CancelTool`` to executors, and to the batch's
+requester ``BatchSettled`` (every call, in request order) and, after a cancel,
+``BatchCancelAcknowledged``.
+Owns: the queue of batches (a batch that arrives while one runs waits, FIFO), the
+running batch's calls, pending approvals. Policy decisions come from the policy engine
+it is wired with; tools are known only as ``ToolSpec`` data.
+Stops: when its inbox closes (a running batch is cancelled and acknowledged), or by its
+supervisor's cancel.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import attrs
+import trio
+
+from bus import Bus, DeliveryError, Port
+from bus._json import thaw
+from bus.messages import (
+    ApprovalAnswered,
+    ApprovalRequested,
+    ApprovalSettled,
+    BatchCancelAcknowledged,
+    BatchSettled,
+    CancelBatch,
+    CancelTool,
+    CompletedCall,
+    Message,
+    RunTool,
+    ScheduleBatch,
+    ToolCallRequest,
+    ToolCallUpdated,
+    ToolFinished,
+    ToolResult,
+    new_id,
+)
+
+from ._logic import (
+    ToolSpec,
+    cancelled_response_parts,
+    error_response_parts,
+    function_response_parts,
+    is_parallelizable,
+    schema_error,
+)
+from ._policy import confirmation_unsupported_message, tool_not_found_message
+
+
+class PolicyVerdictLike(Protocol):
+    @property
+    def decision(self) -> str: ...
+    @property
+    def deny_message(self) -> str | None: ...
+
+
+class PolicyLike(Protocol):
+    def check(
+        self, tool_name: str, args: Mapping[str, Any], *, approval_mode: str | None = None
+    ) -> PolicyVerdictLike: ...
+
+    def add_session_rule(
+        self, tool_name: str, *, command_prefix: str | None = None, args_pattern: str | None = None
+    ) -> None: ...
+
+
+DENIED_BY_POLICY = "Tool execution denied by policy."
+
+
+@attrs.frozen(kw_only=True)
+class SchedulerWiring:
+    session_id: str
+    address: str
+    tools: Mapping[str, ToolSpec]
+    """Registered tools (what the model may call in this session)."""
+    policy: PolicyLike
+    model: Callable[[], str] = lambda: ""
+    """Current model, for the multimodal response rules."""
+    registered_names: tuple[str, ...] = ()
+    """Registry order, for "did you mean" suggestions (defaults to ``tools`` order)."""
+
+
+@attrs.define(eq=False)
+class _Call:
+    req: ToolCallRequest
+    index: int
+    status: str = "validating"
+    spec: ToolSpec | None = None
+    result: CompletedCall | None = None
+    decision: str | None = None
+    wave: int = 0
+    correlation_id: str | None = None
+    started: float = 0.0
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in ("success", "error", "cancelled")
+
+
+class SchedulerActor:
+    def __init__(self, bus: Bus, wiring: SchedulerWiring) -> None:
+        self.bus = bus
+        self.w = wiring
+        self._queue: collections.deque[ScheduleBatch] = collections.deque()
+        self._batch: _Batch | None = None
+        self._wake = trio.Event()
+
+    async def run(self, *, task_status: trio.TaskStatus[Port] = trio.TASK_STATUS_IGNORED) -> None:
+        port = self.bus.connect(self.w.address)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._batches, port)
+                task_status.started(port)
+                async for env in port:
+                    msg = env.message
+                    match msg:
+                        case ScheduleBatch():
+                            self._queue.append(msg)
+                            self._wake.set()
+                        case CancelBatch():
+                            await self._cancel(port, msg, env.sender)
+                        case ToolFinished() | ApprovalAnswered():
+                            if self._batch is not None:
+                                await self._batch.inbox_send.send(msg)
+                        case _:
+                            pass
+                # Inbox closed: cancel what runs, drop the queue (acknowledging each).
+                for queued in list(self._queue):
+                    await self._cancel(
+                        port,
+                        CancelBatch(session_id=queued.session_id, batch_id=queued.batch_id, reason="shutdown"),
+                        queued.reply_to,
+                    )
+                if self._batch is not None:
+                    await self._batch.inbox_send.send(
+                        CancelBatch(session_id=self.w.session_id, batch_id=self._batch.batch.batch_id, reason="shutdown")
+                    )
+                self._queue.append(_STOP)
+                self._wake.set()
+        finally:
+            port.close()
+
+    async def _cancel(self, port: Port, msg: CancelBatch, sender: str) -> None:
+        if self._batch is not None and self._batch.batch.batch_id == msg.batch_id:
+            await self._batch.inbox_send.send(msg)
+            return
+        for queued in list(self._queue):
+            if queued is not _STOP and queued.batch_id == msg.batch_id:
+                # A queued batch never started: every call is cancelled as queued.
+                self._queue.remove(queued)
+                batch = _Batch(self, port, queued)
+                for call in batch.calls:
+                    await batch.cancel_call(call, "Operation cancelled")
+                await batch.settle()
+                await _send_quietly(
+                    port,
+                    BatchCancelAcknowledged(session_id=queued.session_id, batch_id=queued.batch_id),
+                    queued.reply_to,
+                )
+                return
+        # Already settled (the cancel crossed its BatchSettled) or unknown: nothing runs.
+        await _send_quietly(
+            port, BatchCancelAcknowledged(session_id=msg.session_id, batch_id=msg.batch_id), sender
+        )
+
+    async def _batches(self, port: Port) -> None:
+        while True:
+            while not self._queue:
+                self._wake = trio.Event()
+                await self._wake.wait()
+            batch_msg = self._queue.popleft()
+            if batch_msg is _STOP:
+                return
+            self._batch = _Batch(self, port, batch_msg)
+            try:
+                await self._batch.run()
+            finally:
+                self._batch = None
+
+
+_STOP = ScheduleBatch(session_id="", batch_id="", reply_to="", approval_mode="")
+
+
+async def _send_quietly(port: Port, msg: Message, to: str) -> None:
+    try:
+        await port.send(msg, to=to)
+    except DeliveryError:
+        pass
+
+
+class _Batch:
+    """One batch's lifecycle. Reads executor replies and answers from its own channel."""
+
+    def __init__(self, actor: SchedulerActor, port: Port, batch: ScheduleBatch) -> None:
+        self.actor = actor
+        self.w = actor.w
+        self.port = port
+        self.batch = batch
+        self.sid = batch.session_id
+        self.inbox_send, self.inbox = trio.open_memory_channel[Message](1024)
+        # update_topic calls go first (stable), as in Gemini CLI.
+        ordered = sorted(batch.calls, key=lambda c: 0 if c.name == "update_topic" else 1)
+        self.calls = [_Call(req, i) for i, req in enumerate(ordered)]
+        self.cancel_reason: str | None = None
+
+    async def update(self, call: _Call, status: str, detail: str = "") -> None:
+        call.status = status
+        await self.port.publish(
+            ToolCallUpdated(
+                session_id=self.sid,
+                batch_id=self.batch.batch_id,
+                call_id=call.req.call_id,
+                name=call.req.name,
+                status=status,
+                wave=call.wave,
+                detail=detail,
+            )
+        )
+
+    async def fail(self, call: _Call, error_type: str, message: str, display: Any = None) -> None:
+        call.result = CompletedCall(
+            call_id=call.req.call_id,
+            name=call.req.name,
+            args=call.req.args,
+            status="error",
+            response_parts=tuple(error_response_parts(call.req.name, call.req.call_id, message)),
+            result_display=message if display is None else display,
+            error_type=error_type,
+            error_message=message,
+            decision=call.decision,
+        )
+        await self.update(call, "error", message)
+
+    async def cancel_call(self, call: _Call, reason: str) -> None:
+        call.result = CompletedCall(
+            call_id=call.req.call_id,
+            name=call.req.name,
+            args=call.req.args,
+            status="cancelled",
+            response_parts=tuple(cancelled_response_parts(call.req.name, call.req.call_id, reason)),
+            result_display=reason,
+            decision=call.decision,
+        )
+        await self.update(call, "cancelled", reason)
+
+    async def run(self) -> None:
+        for call in self.calls:
+            await self.update(call, "validating")
+            await self._validate(call)
+        pending = collections.deque(self.calls)
+        wave = 0
+        while pending:
+            await self._drain()
+            if self.cancel_reason is not None:
+                for call in pending:
+                    if not call.terminal:
+                        await self.cancel_call(call, "Operation cancelled")
+                break
+            first = pending.popleft()
+            first.wave = wave
+            if first.terminal:
+                wave += 1
+                continue
+            members = [first]
+            if is_parallelizable(first.req.name, thaw(first.req.args)):
+                while pending and is_parallelizable(pending[0].req.name, thaw(pending[0].req.args)):
+                    nxt = pending.popleft()
+                    nxt.wave = wave
+                    members.append(nxt)
+            await self._run_wave(members, pending)
+            wave += 1
+        await self._drain()
+        await self.settle()
+        if self.cancel_reason is not None:
+            await _send_quietly(
+                self.port,
+                BatchCancelAcknowledged(session_id=self.sid, batch_id=self.batch.batch_id),
+                self.batch.reply_to,
+            )
+
+    async def _drain(self) -> None:
+        """Take messages that arrived while nothing was waiting for them."""
+        while True:
+            try:
+                msg = self.inbox.receive_nowait()
+            except trio.WouldBlock:
+                return
+            match msg:
+                case CancelBatch():
+                    if self.cancel_reason is None:
+                        self.cancel_reason = msg.reason
+                case ApprovalAnswered():
+                    await self._late_answer(msg)
+                case _:
+                    pass
+
+    async def settle(self) -> None:
+        results = tuple(c.result for c in self.calls if c.result is not None)
+        assert len(results) == len(self.calls), "every call must be terminal"
+        await _send_quietly(
+            self.port,
+            BatchSettled(session_id=self.sid, batch_id=self.batch.batch_id, calls=results),
+            self.batch.reply_to,
+        )
+
+    async def _validate(self, call: _Call) -> None:
+        """Registry and argument checks (Gemini CLI builds the invocation here)."""
+        spec = self.w.tools.get(call.req.name)
+        if spec is None:
+            names = self.w.registered_names or tuple(self.w.tools)
+            await self.fail(call, "tool_not_registered", tool_not_found_message(call.req.name, names))
+            return
+        call.spec = spec
+        args = thaw(call.req.args)
+        problem = schema_error(spec.schema, args)
+        if problem is None:
+            problem = spec.validate(args)
+        if problem is not None:
+            await self.fail(call, "invalid_tool_params", problem)
+
+    async def _run_wave(self, members: list[_Call], pending: collections.deque[_Call]) -> None:
+        # 1. Policy and approvals for every call of the wave.
+        for call in members:
+            if not call.terminal:
+                await self._decide(call)
+        while any(c.status == "awaiting_approval" for c in members):
+            msg = await self.inbox.receive()
+            match msg:
+                case ApprovalAnswered():
+                    await self._answer(msg, members, pending)
+                case CancelBatch():
+                    self.cancel_reason = msg.reason
+                    for call in members:
+                        if call.status == "awaiting_approval":
+                            await self.cancel_call(call, "Operation cancelled")
+                case _:
+                    pass
+        # 2. Execution starts once every call of the wave is scheduled or terminal.
+        scheduled = [c for c in members if c.status == "scheduled"]
+        if not scheduled:
+            return
+        if self.cancel_reason is not None:
+            for call in scheduled:
+                await self.cancel_call(call, "Operation cancelled")
+            return
+        running: dict[str, _Call] = {}
+        for call in scheduled:
+            assert call.spec is not None
+            running[call.req.call_id] = call
+            call.started = trio.current_time()
+            await self.update(call, "executing")
+            await self.port.send(
+                RunTool(
+                    session_id=self.sid,
+                    call_id=call.req.call_id,
+                    reply_to=self.w.address,
+                    name=call.req.name,
+                    args=call.req.args,
+                ),
+                to=call.spec.executor,
+            )
+        while running:
+            msg = await self.inbox.receive()
+            match msg:
+                case ToolFinished():
+                    finished = running.pop(msg.call_id, None)
+                    if finished is not None:
+                        await self._complete(finished, msg)
+                case CancelBatch():
+                    if self.cancel_reason is None:
+                        self.cancel_reason = msg.reason
+                        for call in running.values():
+                            assert call.spec is not None
+                            await self.port.send(
+                                CancelTool(session_id=self.sid, call_id=call.req.call_id, reason=msg.reason),
+                                to=call.spec.executor,
+                            )
+                case ApprovalAnswered():
+                    await self._late_answer(msg)
+                case _:
+                    pass
+
+    async def _decide(self, call: _Call) -> None:
+        args = thaw(call.req.args)
+        verdict = self.w.policy.check(call.req.name, args, approval_mode=self.batch.approval_mode)
+        if verdict.decision == "allow":
+            call.decision = "accept"
+            await self.update(call, "scheduled")
+        elif verdict.decision == "deny":
+            extra = f" {verdict.deny_message}" if verdict.deny_message else ""
+            await self.fail(call, "policy_violation", f"{DENIED_BY_POLICY}{extra}")
+        elif call.req.client_initiated:
+            call.decision = "accept"
+            await self.update(call, "scheduled")
+        elif not self.batch.interactive:
+            assert call.spec is not None
+            await self.fail(
+                call, "unhandled_exception", confirmation_unsupported_message(call.spec.display_name)
+            )
+        else:
+            call.correlation_id = new_id()
+            await self.update(call, "awaiting_approval")
+            assert call.spec is not None
+            await self.port.publish(
+                ApprovalRequested(
+                    session_id=self.sid,
+                    batch_id=self.batch.batch_id,
+                    call_id=call.req.call_id,
+                    correlation_id=call.correlation_id,
+                    name=call.req.name,
+                    args=call.req.args,
+                    details={"type": _details_type(call.spec.kind), "title": call.spec.display_name},
+                )
+            )
+
+    async def _answer(
+        self, msg: ApprovalAnswered, members: list[_Call], pending: collections.deque[_Call]
+    ) -> None:
+        call = next((c for c in members if c.correlation_id == msg.correlation_id), None)
+        if call is None or call.status != "awaiting_approval":
+            await self._late_answer(msg)
+            return
+        await self.port.publish(
+            ApprovalSettled(
+                session_id=self.sid,
+                correlation_id=msg.correlation_id,
+                outcome=msg.outcome,
+                answered_by=msg.answered_by,
+            )
+        )
+        outcome = msg.outcome
+        if outcome == "cancel":
+            call.decision = "reject"
+            await self.cancel_call(call, "User denied execution.")
+            for queued in pending:
+                if not queued.terminal:
+                    await self.cancel_call(queued, "User cancelled operation")
+            return
+        if outcome in ("proceed_always", "proceed_always_and_save", "proceed_always_tool"):
+            prefix = None
+            if call.req.name == "run_shell_command":
+                command = str(thaw(call.req.args).get("command") or "").strip()
+                prefix = command.split()[0] if command else None
+            self.w.policy.add_session_rule(call.req.name, command_prefix=prefix)
+            # Later calls of this wave that the new rule allows need no answer.
+            for other in members:
+                if other is not call and other.status == "awaiting_approval":
+                    verdict = self.w.policy.check(
+                        other.req.name, thaw(other.req.args), approval_mode=self.batch.approval_mode
+                    )
+                    if verdict.decision == "allow":
+                        other.decision = "accept"
+                        await self.update(other, "scheduled")
+        call.decision = "modify" if outcome == "modify_with_editor" else "accept"
+        await self.update(call, "scheduled")
+
+    async def _late_answer(self, msg: ApprovalAnswered) -> None:
+        """An answer that lost the race (or names no waiting call): tell who answered."""
+        await self.port.publish(
+            ApprovalSettled(
+                session_id=self.sid, correlation_id=msg.correlation_id, outcome="", answered_by=""
+            )
+        )
+
+    async def _complete(self, call: _Call, done: ToolFinished) -> None:
+        res: ToolResult = done.result
+        name, cid = call.req.name, call.req.call_id
+        duration = done.duration_ms
+        if res.cancelled:
+            reason = "User cancelled tool execution."
+            parts = function_response_parts(name, cid, thaw(res.llm_content), self.w.model())
+            has_output = bool(thaw(res.llm_content))
+            if has_output:
+                parts[0]["functionResponse"]["response"]["error"] = f"[Operation Cancelled] {reason}"
+            else:
+                parts = error_response_parts(name, cid, f"[Operation Cancelled] {reason}")
+            call.result = CompletedCall(
+                call_id=cid,
+                name=name,
+                args=call.req.args,
+                status="cancelled",
+                response_parts=tuple(parts),
+                result_display=res.return_display,
+                duration_ms=duration,
+                decision=call.decision,
+                output_file=res.output_file,
+            )
+            await self.update(call, "cancelled", reason)
+            return
+        if res.error_type is not None or res.error_message is not None:
+            message = res.error_message or "Unknown error"
+            call.result = CompletedCall(
+                call_id=cid,
+                name=name,
+                args=call.req.args,
+                status="error",
+                response_parts=tuple(error_response_parts(name, cid, message)),
+                result_display=res.return_display if isinstance(res.return_display, str) and res.return_display else message,
+                error_type=res.error_type or "unknown",
+                error_message=message,
+                duration_ms=duration,
+                decision=call.decision,
+                output_file=res.output_file,
+            )
+            await self.update(call, "error", message)
+            return
+        call.result = CompletedCall(
+            call_id=cid,
+            name=name,
+            args=call.req.args,
+            status="success",
+            response_parts=tuple(function_response_parts(name, cid, thaw(res.llm_content), self.w.model())),
+            result_display=res.return_display,
+            duration_ms=duration,
+            decision=call.decision,
+            output_file=res.output_file,
+        )
+        await self.update(call, "success")
+
+
+def _details_type(kind: str) -> str:
+    return {"edit": "edit", "execute": "exec", "fetch": "info"}.get(kind, "info")

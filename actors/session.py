@@ -1,0 +1,155 @@
+"""The session actor: one conversation.
+
+Accepts: ``OpenSession``, ``SubmitPrompt``, ``CancelTurn``, ``CloseSession`` from
+clients; ``TurnEnded`` and ``TurnCancelAcknowledged`` from the turn actor.
+Emits: ``SessionOpened``, ``PromptQueued``, ``StartTurn`` to the turn actor,
+``CancelTurn`` forwarded to it, ``TurnCancelAcknowledged`` and ``SessionClosed`` for
+clients.
+Owns: the history (Gemini ``Content`` list), the prompt queue, the settings of the
+session (model, approval mode) and its counters (model requests made).
+Stops: on ``CloseSession`` (a running turn is cancelled first; ``SessionClosed`` is its
+last message), when its inbox closes, or by its supervisor's cancel.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import attrs
+import trio
+
+from bus import Bus, Port
+from bus.messages import (
+    CancelTurn,
+    CloseSession,
+    OpenSession,
+    PromptQueued,
+    SessionClosed,
+    SessionOpened,
+    StartTurn,
+    SubmitPrompt,
+    TurnCancelAcknowledged,
+    TurnEnded,
+    new_id,
+)
+
+
+@attrs.frozen(kw_only=True)
+class SessionWiring:
+    session_id: str
+    address: str
+    turn_address: str
+    max_session_turns: int = -1
+
+
+@attrs.define
+class SessionState:
+    """The pure state of a session."""
+
+    model: str = ""
+    approval_mode: str = "default"
+    workspace: str = ""
+    history: list[Any] = attrs.field(factory=list)
+    queue: collections.deque[SubmitPrompt] = attrs.field(factory=collections.deque)
+    running_turn: str | None = None
+    model_requests: int = 0
+    closing: str | None = None
+
+
+class SessionActor:
+    def __init__(self, bus: Bus, wiring: SessionWiring) -> None:
+        self.bus = bus
+        self.w = wiring
+        self.state = SessionState()
+
+    async def run(self, *, task_status: trio.TaskStatus[Port] = trio.TASK_STATUS_IGNORED) -> None:
+        port = self.bus.connect(self.w.address)
+        task_status.started(port)
+        try:
+            async for env in port:
+                msg = env.message
+                st = self.state
+                match msg:
+                    case OpenSession():
+                        st.model, st.approval_mode, st.workspace = msg.model, msg.approval_mode, msg.workspace
+                        st.history = list(msg.history)
+                        await port.publish(
+                            SessionOpened(
+                                session_id=self.w.session_id,
+                                model=msg.model,
+                                approval_mode=msg.approval_mode,
+                                workspace=msg.workspace,
+                                resumed=bool(msg.history),
+                            )
+                        )
+                    case SubmitPrompt():
+                        if st.closing is not None:
+                            continue
+                        st.queue.append(msg)
+                        if st.running_turn is None:
+                            await self._start_next(port)
+                        else:
+                            await port.publish(
+                                PromptQueued(
+                                    session_id=self.w.session_id,
+                                    prompt_id=msg.prompt_id,
+                                    position=len(st.queue),
+                                )
+                            )
+                    case CancelTurn():
+                        await port.send(
+                            attrs.evolve(msg, turn_id=msg.turn_id or st.running_turn),
+                            to=self.w.turn_address,
+                        )
+                    case TurnEnded():
+                        st.history.extend(msg.history_added)
+                        st.model_requests += msg.model_requests
+                        st.running_turn = None
+                        if st.closing is not None:
+                            break
+                        await self._start_next(port)
+                    case TurnCancelAcknowledged():
+                        await port.publish(msg)
+                    case CloseSession():
+                        st.closing = msg.reason
+                        st.queue.clear()
+                        if st.running_turn is None:
+                            break
+                        await port.send(
+                            CancelTurn(
+                                session_id=self.w.session_id,
+                                turn_id=st.running_turn,
+                                reason=msg.reason,
+                                requested_by=env.sender,
+                            ),
+                            to=self.w.turn_address,
+                        )
+                    case _:
+                        pass
+            await port.publish(
+                SessionClosed(session_id=self.w.session_id, reason=self.state.closing or "inbox closed")
+            )
+        finally:
+            port.close()
+
+    async def _start_next(self, port: Port) -> None:
+        st = self.state
+        if not st.queue:
+            return
+        prompt = st.queue.popleft()
+        st.running_turn = new_id()
+        await port.send(
+            StartTurn(
+                session_id=self.w.session_id,
+                turn_id=st.running_turn,
+                prompt_id=prompt.prompt_id,
+                model=st.model,
+                approval_mode=st.approval_mode,
+                history=tuple(st.history),
+                parts=prompt.parts,
+                session_turns_used=st.model_requests,
+                max_session_turns=self.w.max_session_turns,
+            ),
+            to=self.w.turn_address,
+        )

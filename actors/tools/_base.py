@@ -1,0 +1,66 @@
+"""The contract every built-in tool implements, and what executors give it.
+
+A tool is a pure description plus an async ``execute``: its declaration (Gemini CLI's
+name and parameter schema), a value validator (run after the JSON-schema check, in the
+scheduler's ``validating`` state), a one-line description, and the execution itself.
+Tools hold no state between calls; the executor actor owns the running calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import attrs
+
+from bus.messages import ToolResult
+
+OutputSink = Callable[[str], Awaitable[None]]
+"""Where a running tool reports live output (shell)."""
+
+
+@attrs.frozen(kw_only=True)
+class ToolEnv:
+    """Where tools run. Built once per session by the wiring."""
+
+    workspace: Path
+    """Absolute, resolved workspace root (the cwd of the run)."""
+    project_temp_dir: Path
+    """Gemini CLI's per-project temp dir: ``<home>/.gemini/tmp/<project slug>``."""
+    session_id: str = ""
+    model: str = ""
+    settings: Mapping[str, Any] = attrs.field(factory=dict)
+    """Merged settings.json (read-only view)."""
+
+    def workspace_dirs(self) -> tuple[Path, ...]:
+        return (self.workspace,)
+
+
+class Tool(Protocol):
+    """A built-in tool."""
+
+    name: str
+    """Model-facing name (``read_file``)."""
+    display_name: str
+    """Gemini CLI's display name (``ReadFile``), used in some messages."""
+    kind: str
+    """``read``, ``edit``, ``search``, ``execute``, ``fetch``, ``think``, ``other``..."""
+
+    def declaration(self, model: str) -> dict[str, Any]:
+        """``{"name", "description", "parametersJsonSchema"}`` for ``model``'s family."""
+        ...
+
+    def validate(self, args: Mapping[str, Any], env: ToolEnv) -> str | None:
+        """Value checks after the schema check; an error message or None."""
+        ...
+
+    def describe(self, args: Mapping[str, Any], env: ToolEnv) -> str:
+        """Gemini CLI's ``getDescription()`` for this call."""
+        ...
+
+    async def execute(
+        self, args: Mapping[str, Any], env: ToolEnv, output: OutputSink | None = None
+    ) -> ToolResult:
+        """Run the call. Cancellation arrives as ``trio.Cancelled``; clean up and re-raise."""
+        ...

@@ -1,0 +1,106 @@
+"""Executor actor: runs the calls of one tool kind (files, shell...) for one session.
+
+Accepts: ``RunTool`` (start a call), ``CancelTool`` (stop it).
+Emits: ``ToolOutputStreamed`` events while a call runs, and exactly one ``ToolFinished``
+per ``RunTool`` to its ``reply_to`` — also when the call was cancelled or crashed.
+Owns: the running calls, each in its own cancel scope (a shell call's process group
+dies with its scope).
+Stops: when its inbox closes (running calls are cancelled and reported), or by its
+supervisor's cancel.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+import trio
+
+from bus import Bus, DeliveryError, Port
+from bus._json import thaw
+from bus.messages import CancelTool, RunTool, ToolFinished, ToolOutputStreamed, ToolResult
+
+from ._base import Tool, ToolEnv
+
+
+class ExecutorActor:
+    def __init__(
+        self, bus: Bus, *, address: str, tools: Mapping[str, Tool], env: ToolEnv
+    ) -> None:
+        self.bus = bus
+        self.address = address
+        self.tools = dict(tools)
+        self.env = env
+        self._running: dict[str, trio.CancelScope] = {}
+
+    async def run(self, *, task_status: trio.TaskStatus[Port] = trio.TASK_STATUS_IGNORED) -> None:
+        port = self.bus.connect(self.address)
+        try:
+            async with trio.open_nursery() as nursery:
+                task_status.started(port)
+                async for env in port:
+                    match env.message:
+                        case RunTool() as run:
+                            scope = trio.CancelScope()
+                            self._running[run.call_id] = scope
+                            nursery.start_soon(self._call, port, run, scope)
+                        case CancelTool(call_id=call_id):
+                            running = self._running.get(call_id)
+                            if running is not None:
+                                running.cancel()
+                        case _:
+                            pass
+                for scope in self._running.values():
+                    scope.cancel()
+        finally:
+            port.close()
+
+    async def _call(self, port: Port, run: RunTool, scope: trio.CancelScope) -> None:
+        started = trio.current_time()
+        live: list[str] = []
+
+        async def output(text: str) -> None:
+            live.append(text)
+            await port.publish(
+                ToolOutputStreamed(session_id=run.session_id, call_id=run.call_id, text=text)
+            )
+
+        tool = self.tools.get(run.name)
+        result = ToolResult(cancelled=True, llm_content="".join(live))
+        with scope:
+            if tool is None:
+                result = ToolResult(
+                    error_type="tool_not_registered",
+                    error_message=f'Tool "{run.name}" is not served by {self.address}.',
+                )
+            else:
+                try:
+                    result = await _execute(tool, thaw(run.args), self.env, output, run.call_id)
+                except Exception as exc:  # a crashing tool is that call's error, not ours
+                    result = ToolResult(
+                        error_type="unhandled_exception",
+                        error_message=f"{type(exc).__name__}: {exc}",
+                    )
+        if scope.cancelled_caught:
+            result = ToolResult(cancelled=True, llm_content="".join(live))
+        self._running.pop(run.call_id, None)
+        done = ToolFinished(
+            session_id=run.session_id,
+            call_id=run.call_id,
+            result=result,
+            duration_ms=int((trio.current_time() - started) * 1000),
+        )
+        try:
+            await port.send(done, to=run.reply_to)
+        except DeliveryError:
+            pass
+
+
+async def _execute(
+    tool: Tool, args: Mapping[str, Any], env: ToolEnv, output: Any, call_id: str
+) -> ToolResult:
+    if "call_id" in inspect.signature(tool.execute).parameters:
+        result: ToolResult = await tool.execute(args, env, output, call_id=call_id)  # type: ignore[call-arg]
+        return result
+    return await tool.execute(args, env, output)

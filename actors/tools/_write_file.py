@@ -1,0 +1,646 @@
+"""``write_file`` (Gemini CLI's ``WriteFileTool``, display name WriteFile), and the diff
+helpers ``write_file`` and ``replace`` share.
+
+The model gets ``Successfully created and wrote to new file: <path>.`` or ``Successfully
+overwrote file: <path>.`` followed by `` Here is the updated code:\\n<snippet>`` — the
+whole new content for a new file, else the changed regions with 5 lines of context and
+``...`` between them. ``returnDisplay`` is Gemini's ``FileDiff`` object::
+
+    {fileDiff, fileName, filePath, originalContent, newContent, diffStat, isNewFile,
+     isBuildFile}
+
+``fileDiff`` is a unified diff made exactly like the ``diff`` npm package's
+``createPatch`` (Myers line diff, 3 lines of context, ``\\ No newline at end of file``),
+ported here. ``isBuildFile`` is what Gemini CLI 0.61 records (always ``false`` in every
+recorded run; the source it was built from does not set it).
+
+``diffStat`` counts ``+``/``-`` lines and their characters (UTF-16 units) of the
+model's proposal against the original (``model_*``) and of the user's edit against the
+proposal (``user_*``, zero unless the user modified the content). Headless ``-o json``
+stats come from it: for every *successful* call whose ``returnDisplay`` is an object
+with a ``diffStat`` (``getFileDiffFromResultDisplay``), the ``ToolCallEvent`` copies the
+eight counters into its metadata and ``UiTelemetryService`` adds ``model_added_lines``
+to ``files.totalLinesAdded`` and ``model_removed_lines`` to ``files.totalLinesRemoved``
+(``user_*`` are not counted; ``telemetry/types.ts``, ``telemetry/uiTelemetry.ts``).
+
+Gemini may ask an LLM to repair over-escaped content; that is off by default
+(``tools.disableLLMCorrection`` defaults to true) and never done here. What remains of it
+is the deterministic unescape applied for Gemini models other than 2.x and 3.x.
+"""
+
+from __future__ import annotations
+
+import errno as errno_mod
+import functools
+import os
+import posixpath
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import trio
+
+from bus.messages import ToolResult
+
+from ._base import OutputSink, ToolEnv
+from ._paths import (
+    NodeFsError,
+    error_message,
+    js_len,
+    js_trim,
+    make_relative,
+    node_error_code,
+    node_extname,
+    node_fs_error,
+    node_resolve,
+    resolve_tool_path,
+    shorten_path,
+    validate_path_access,
+)
+
+# --------------------------------------------------------------------------------------
+# The `diff` package (8.x): diffLines, structuredPatch, createPatch
+
+
+@attrs.frozen
+class Change:
+    """One element of ``diffLines``'s result."""
+
+    value: str
+    count: int
+    added: bool
+    removed: bool
+
+
+def tokenize_lines(value: str) -> list[str]:
+    """``diff``'s line tokenizer: each line with its own line break."""
+    parts = re.split(r"(\n|\r\n)", value)
+    if not parts[-1]:
+        parts.pop()
+    tokens: list[str] = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            tokens[-1] += part
+        else:
+            tokens.append(part)
+    return [t for t in tokens if t]
+
+
+# A path through the edit graph is (old_pos, last component); a component is the linked
+# tuple (count, added, removed, previous) — jsdiff's objects, made immutable.
+_Comp = tuple[int, bool, bool, Any]
+
+
+def _build_values(last: _Comp | None, new: list[str], old: list[str]) -> list[Change]:
+    components: list[_Comp] = []
+    while last is not None:
+        components.append(last)
+        last = last[3]
+    components.reverse()
+    new_pos = old_pos = 0
+    out: list[Change] = []
+    for count, added, removed, _ in components:
+        if not removed:
+            value = "".join(new[new_pos : new_pos + count])
+            new_pos += count
+            if not added:
+                old_pos += count
+        else:
+            value = "".join(old[old_pos : old_pos + count])
+            old_pos += count
+        out.append(Change(value, count, added, removed))
+    return out
+
+
+@functools.lru_cache(maxsize=2)
+def _diff_lines_cached(old_str: str, new_str: str) -> tuple[Change, ...]:
+    return tuple(_myers(tokenize_lines(old_str), tokenize_lines(new_str)))
+
+
+def diff_lines(old_str: str, new_str: str) -> list[Change]:
+    """``Diff.diffLines(old, new)``: jsdiff's Myers diff over lines, same tie-breaks."""
+    return list(_diff_lines_cached(old_str, new_str))
+
+
+def _myers(old: list[str], new: list[str]) -> list[Change]:
+    new_len, old_len = len(new), len(old)
+    if not set(old).intersection(new):
+        # Nothing in common: jsdiff removes everything, then adds everything.
+        changes = []
+        if old:
+            changes.append(Change("".join(old), old_len, False, True))
+        if new:
+            changes.append(Change("".join(new), new_len, True, False))
+        return changes
+
+    def common(old_pos: int, diagonal: int, last: _Comp | None) -> tuple[int, int, _Comp | None]:
+        new_pos = old_pos - diagonal
+        start = old_pos
+        while (
+            new_pos + 1 < new_len and old_pos + 1 < old_len and old[old_pos + 1] == new[new_pos + 1]
+        ):
+            new_pos += 1
+            old_pos += 1
+        if old_pos != start:
+            last = (old_pos - start, False, False, last)
+        return old_pos, new_pos, last
+
+    max_edit = new_len + old_len
+    offset = max_edit + 1
+    best: list[tuple[int, _Comp | None] | None] = [None] * (2 * max_edit + 3)
+    old_pos, new_pos, last = common(-1, 0, None)
+    if old_pos + 1 >= old_len and new_pos + 1 >= new_len:
+        return _build_values(last, new, old)
+    best[offset] = (old_pos, last)
+    min_diag = -max_edit - 2
+    max_diag = max_edit + 2
+    for edit in range(1, max_edit + 1):
+        for diagonal in range(max(min_diag, -edit), min(max_diag, edit) + 1, 2):
+            remove_path = best[offset + diagonal - 1]
+            add_path = best[offset + diagonal + 1]
+            if remove_path is not None:
+                best[offset + diagonal - 1] = None
+            can_add = add_path is not None and 0 <= add_path[0] - diagonal < new_len
+            can_remove = remove_path is not None and remove_path[0] + 1 < old_len
+            if not can_add and not can_remove:
+                best[offset + diagonal] = None
+                continue
+            if not can_remove or (
+                can_add
+                and remove_path is not None
+                and add_path is not None
+                and remove_path[0] < add_path[0]
+            ):
+                assert add_path is not None
+                base_pos, prev, added, removed = add_path[0], add_path[1], True, False
+            else:
+                assert remove_path is not None
+                base_pos, prev, added, removed = remove_path[0] + 1, remove_path[1], False, True
+            if prev is not None and prev[1] == added and prev[2] == removed:
+                last = (prev[0] + 1, added, removed, prev[3])
+            else:
+                last = (1, added, removed, prev)
+            old_pos, new_pos, last = common(base_pos, diagonal, last)
+            if old_pos + 1 >= old_len and new_pos + 1 >= new_len:
+                return _build_values(last, new, old)
+            best[offset + diagonal] = (old_pos, last)
+            if old_pos + 1 >= old_len:
+                max_diag = min(max_diag, diagonal - 1)
+            if new_pos + 1 >= new_len:
+                min_diag = max(min_diag, diagonal + 1)
+    raise AssertionError("diff did not converge")  # pragma: no cover
+
+
+def _split_patch_lines(text: str) -> list[str]:
+    has_trailing = text.endswith("\n")
+    result = [line + "\n" for line in text.split("\n")]
+    if has_trailing:
+        result.pop()
+    else:
+        result[-1] = result[-1][:-1]
+    return result
+
+
+@attrs.frozen
+class Hunk:
+    old_start: int
+    old_lines: int
+    new_start: int
+    new_lines: int
+    lines: tuple[str, ...]
+
+
+def structured_patch(old_str: str, new_str: str, context: int = 3) -> list[Hunk]:
+    """``Diff.structuredPatch(...).hunks``."""
+    diff: list[tuple[Change, list[str]]] = [
+        (c, _split_patch_lines(c.value)) for c in diff_lines(old_str, new_str)
+    ]
+    diff.append((Change("", 0, False, False), []))
+    hunks: list[Hunk] = []
+    old_range_start = new_range_start = 0
+    current: list[str] = []
+    old_line = new_line = 1
+    for i, (change, lines) in enumerate(diff):
+        if change.added or change.removed:
+            if not old_range_start:
+                old_range_start = old_line
+                new_range_start = new_line
+                if i > 0:
+                    prev_lines = diff[i - 1][1]
+                    current = [" " + x for x in prev_lines[-context:]] if context > 0 else []
+                    old_range_start -= len(current)
+                    new_range_start -= len(current)
+            current.extend(("+" if change.added else "-") + x for x in lines)
+            if change.added:
+                new_line += len(lines)
+            else:
+                old_line += len(lines)
+        else:
+            if old_range_start:
+                if len(lines) <= context * 2 and i < len(diff) - 2:
+                    current.extend(" " + x for x in lines)
+                else:
+                    size = min(len(lines), context)
+                    current.extend(" " + x for x in lines[:size])
+                    hunks.append(
+                        Hunk(
+                            old_range_start,
+                            old_line - old_range_start + size,
+                            new_range_start,
+                            new_line - new_range_start + size,
+                            tuple(current),
+                        )
+                    )
+                    old_range_start = new_range_start = 0
+                    current = []
+            old_line += len(lines)
+            new_line += len(lines)
+    finished: list[Hunk] = []
+    for hunk in hunks:
+        out: list[str] = []
+        for line in hunk.lines:
+            if line.endswith("\n"):
+                out.append(line[:-1])
+            else:
+                out.append(line)
+                out.append("\\ No newline at end of file")
+        finished.append(attrs.evolve(hunk, lines=tuple(out)))
+    return finished
+
+
+def create_patch(
+    file_name: str, old_str: str, new_str: str, old_header: str, new_header: str
+) -> str:
+    """``Diff.createPatch(fileName, old, new, oldHeader, newHeader, {context: 3})``."""
+    out = [
+        f"Index: {file_name}",
+        "=" * 67,
+        f"--- {file_name}\t{old_header}",
+        f"+++ {file_name}\t{new_header}",
+    ]
+    for hunk in structured_patch(old_str, new_str):
+        old_start = hunk.old_start - 1 if hunk.old_lines == 0 else hunk.old_start
+        new_start = hunk.new_start - 1 if hunk.new_lines == 0 else hunk.new_start
+        out.append(f"@@ -{old_start},{hunk.old_lines} +{new_start},{hunk.new_lines} @@")
+        out.extend(hunk.lines)
+    return "\n".join(out) + "\n"
+
+
+def _patch_stats(old_str: str, new_str: str) -> tuple[int, int, int, int]:
+    added = removed = added_chars = removed_chars = 0
+    for hunk in structured_patch(old_str, new_str):
+        for line in hunk.lines:
+            if line.startswith("+"):
+                added += 1
+                added_chars += js_len(line) - 1
+            elif line.startswith("-"):
+                removed += 1
+                removed_chars += js_len(line) - 1
+    return added, removed, added_chars, removed_chars
+
+
+def get_diff_stat(old_str: str, ai_str: str, user_str: str) -> dict[str, int]:
+    """Gemini's ``getDiffStat`` (``tools/diffOptions.ts``)."""
+    m_add, m_rem, m_add_c, m_rem_c = _patch_stats(old_str, ai_str)
+    u_add, u_rem, u_add_c, u_rem_c = _patch_stats(ai_str, user_str)
+    return {
+        "model_added_lines": m_add,
+        "model_removed_lines": m_rem,
+        "model_added_chars": m_add_c,
+        "model_removed_chars": m_rem_c,
+        "user_added_lines": u_add,
+        "user_removed_lines": u_rem,
+        "user_added_chars": u_add_c,
+        "user_removed_chars": u_rem_c,
+    }
+
+
+def diff_context_snippet(original: str, new: str, context_lines: int = 5) -> str:
+    """Gemini's ``getDiffContextSnippet``: changed regions of ``new`` with context."""
+    if not original:
+        return new
+    new_lines = re.split(r"\r?\n", new)
+    ranges: list[list[int]] = []
+    index = 0
+    for change in diff_lines(original, new):
+        if change.added:
+            ranges.append([index, index + change.count])
+            index += change.count
+        elif change.removed:
+            ranges.append([index, index])
+        else:
+            index += change.count
+    if not ranges:
+        return new
+    expanded = sorted(
+        ([max(0, s - context_lines), min(len(new_lines), e + context_lines)] for s, e in ranges),
+        key=lambda r: r[0],
+    )
+    merged: list[list[int]] = []
+    current = expanded[0]
+    for nxt in expanded[1:]:
+        if nxt[0] <= current[1]:
+            current[1] = max(current[1], nxt[1])
+        else:
+            merged.append(current)
+            current = nxt
+    merged.append(current)
+    parts: list[str] = []
+    last_end = 0
+    for start, end in merged:
+        if start > last_end:
+            parts.append("...")
+        parts.append("\n".join(new_lines[start:end]))
+        last_end = end
+    if last_end < len(new_lines):
+        parts.append("...")
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------------------
+# Content checks shared with `replace`
+
+_OMITTED_PREFIXES = frozenset(
+    {
+        "rest of",
+        "rest of method",
+        "rest of methods",
+        "rest of code",
+        "unchanged code",
+        "unchanged method",
+        "unchanged methods",
+    }
+)
+
+
+def _normalize_placeholder(line: str) -> str | None:
+    text = js_trim(line)
+    if not text:
+        return None
+    if text.startswith("//"):
+        text = js_trim(text[2:])
+    if text.startswith("(") and text.endswith(")"):
+        text = js_trim(text[1:-1])
+    at = text.find("...")
+    if at < 0:
+        return None
+    prefix = " ".join(s for s in re.split(r"[ \t\n\r]", js_trim(text[:at]).lower()) if s)
+    suffix = js_trim(text[at + 3 :])
+    if prefix not in _OMITTED_PREFIXES:
+        return None
+    if suffix and set(suffix) != {"."}:
+        return None
+    return f"{prefix} ..."
+
+
+def detect_omission_placeholders(text: str) -> list[str]:
+    """Gemini's ``detectOmissionPlaceholders`` (``(rest of methods ...)`` and kin)."""
+    found: list[str] = []
+    for line in text.replace("\r\n", "\n").split("\n"):
+        normalized = _normalize_placeholder(line)
+        if normalized:
+            found.append(normalized)
+    return found
+
+
+def _unescape_char(match: re.Match[str]) -> str:
+    return {"n": "\n", "t": "\t", "r": "\r", "\n": "\n"}.get(match.group(1), match.group(1))
+
+
+def unescape_for_gemini_bug(text: str) -> str:
+    """Gemini's ``unescapeStringForGeminiBug``: ``\\\\n`` → newline and kin."""
+    return re.sub(r"\\+(n|t|r|'|\"|`|\\|\n)", _unescape_char, text)
+
+
+def aggressive_unescape(model: str) -> bool:
+    """Gemini models other than 2.x/3.x get their write content unescaped."""
+    name = model.strip()
+    return (
+        name.startswith("gemini-")
+        and re.match(r"^gemini-3(\.|-|$)", name) is None
+        and re.match(r"^gemini-2(\.|$)", name) is None
+    )
+
+
+def detect_line_ending(content: str) -> str:
+    return "\r\n" if "\r\n" in content else "\n"
+
+
+def write_error(exc: BaseException, path: str) -> tuple[str, str]:
+    """(message, error type) for a failed write, worded as Gemini does."""
+    code = node_error_code(exc)
+    if code is None:
+        return f"Error writing to file: {error_message(exc)}", "file_write_failure"
+    if code == "EACCES":
+        return f"Permission denied writing to file: {path} ({code})", "permission_denied"
+    if code == "ENOSPC":
+        return f"No space left on device: {path} ({code})", "no_space_left"
+    if code == "EISDIR":
+        return f"Target is a directory, not a file: {path} ({code})", "target_is_directory"
+    return f"Error writing to file '{path}': {error_message(exc)} ({code})", "file_write_failure"
+
+
+def read_text_file(path: str) -> str:
+    """``fs.readFile(path, 'utf-8')`` (raises ``NodeFsError``)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode("utf-8", "replace")
+    except IsADirectoryError:
+        raise NodeFsError("EISDIR", "EISDIR: illegal operation on a directory, read") from None
+    except OSError as exc:
+        raise node_fs_error(exc, "open", path) from None
+
+
+def ensure_parent_dir(path: str) -> None:
+    """Create the parent directories when the parent is not accessible."""
+    parent = posixpath.dirname(path)
+    if os.access(parent, os.F_OK):
+        return
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except FileExistsError as exc:
+        raise node_fs_error(
+            OSError(errno_mod.ENOTDIR, os.strerror(errno_mod.ENOTDIR)), "mkdir", parent
+        ) from exc
+    except OSError as exc:
+        raise node_fs_error(exc, "mkdir", parent) from None
+
+
+def write_text_file(path: str, content: str) -> None:
+    """``fs.writeFile(path, content, 'utf-8')`` (raises ``NodeFsError``)."""
+    # Node encodes a lone surrogate (possible in JSON from the model) as U+FFFD.
+    content = re.sub("[\ud800-\udfff]", "\ufffd", content)
+    try:
+        with open(path, "w", encoding="utf-8", newline="") as handle:
+            handle.write(content)
+    except OSError as exc:
+        raise node_fs_error(exc, "open", path) from None
+
+
+# --------------------------------------------------------------------------------------
+# The tool
+
+_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "file_path": {"type": "string", "description": "Path of the file to write."},
+        "content": {
+            "type": "string",
+            "description": (
+                "The complete new content of the file, written literally; never "
+                "abbreviate it with placeholders such as '(rest of code ...)'."
+            ),
+        },
+    },
+    "required": ["file_path", "content"],
+}
+
+_DESCRIPTION = (
+    "Creates a file, or replaces an existing file's whole content, with the given text. "
+    "Missing parent directories are created.\n\n"
+    "The user may change `content` before it is written; the reply says so when that "
+    "happens."
+)
+
+
+@attrs.frozen
+class _Existing:
+    original: str
+    exists: bool
+    error: tuple[str, str | None] | None = None
+
+
+def _read_existing(path: str) -> _Existing:
+    try:
+        return _Existing(read_text_file(path), True)
+    except NodeFsError as exc:
+        if exc.code == "ENOENT":
+            return _Existing("", False)
+        return _Existing("", True, (exc.message, exc.code))
+
+
+def _error(message: str, display: str, error_type: str) -> ToolResult:
+    return ToolResult(
+        llm_content=message, return_display=display, error_type=error_type, error_message=message
+    )
+
+
+class WriteFileTool:
+    """Gemini CLI's ``write_file`` tool."""
+
+    name = "write_file"
+    display_name = "WriteFile"
+    kind = "edit"
+
+    def declaration(self, model: str) -> dict[str, Any]:
+        return {"name": self.name, "description": _DESCRIPTION, "parametersJsonSchema": _SCHEMA}
+
+    def validate(self, args: Mapping[str, Any], env: ToolEnv) -> str | None:
+        file_path = args.get("file_path")
+        if not isinstance(file_path, str) or not file_path:
+            return 'Missing or empty "file_path"'
+        try:
+            resolved = resolve_tool_path(file_path, env)
+            problem = validate_path_access(resolved, env)
+        except NodeFsError as exc:
+            return exc.message
+        if problem is not None:
+            return problem
+        try:
+            if os.path.exists(resolved) and os.path.isdir(resolved):
+                return f"Path is a directory, not a file: {resolved}"
+        except OSError as exc:
+            return (
+                f"Error accessing path properties for validation: {resolved}. "
+                f"Reason: {error_message(exc)}"
+            )
+        if detect_omission_placeholders(str(args.get("content", ""))):
+            return (
+                "`content` contains an omission placeholder (for example 'rest of methods "
+                "...'). Provide complete file content."
+            )
+        return None
+
+    def describe(self, args: Mapping[str, Any], env: ToolEnv) -> str:
+        file_path = args.get("file_path")
+        if not isinstance(file_path, str):
+            return ""
+        return f"Writing to {shorten_path(make_relative(_resolved(file_path, env), str(env.workspace)))}"
+
+    async def execute(
+        self, args: Mapping[str, Any], env: ToolEnv, output: OutputSink | None = None
+    ) -> ToolResult:
+        # Not abandoned on cancel: a write runs to its end, then the cancel is delivered.
+        return await trio.to_thread.run_sync(_run_write, dict(args), env)
+
+
+def _resolved(file_path: str, env: ToolEnv) -> str:
+    try:
+        return resolve_tool_path(file_path, env)
+    except NodeFsError:
+        return node_resolve(str(env.workspace), file_path.replace("\0", ""))
+
+
+def _run_write(args: dict[str, Any], env: ToolEnv) -> ToolResult:
+    path = _resolved(str(args.get("file_path", "")), env)
+    try:
+        problem = validate_path_access(path, env)
+    except NodeFsError as exc:
+        problem = exc.message
+    if problem is not None:
+        return _error(problem, "Error: Path not in workspace.", "path_not_in_workspace")
+
+    content = str(args.get("content", ""))
+    existing = _read_existing(path)
+    if existing.error is not None:
+        text, code = existing.error
+        message = (
+            f"Error checking existing file '{path}': {text} ({code})"
+            if code
+            else f"Error checking existing file: {text}"
+        )
+        return _error(message, message, "file_write_failure")
+
+    corrected = content
+    if node_extname(path).lower() not in (".json", ".ipynb", ".jsonc", ".json5"):
+        unescaped = unescape_for_gemini_bug(content)
+        if unescaped != content and aggressive_unescape(env.model):
+            corrected = unescaped
+    original = existing.original
+    is_new = not existing.exists
+
+    try:
+        ensure_parent_dir(path)
+        final = corrected
+        use_crlf = detect_line_ending(original) == "\r\n" if (not is_new and original) else False
+        if use_crlf:
+            final = re.sub(r"\r?\n", "\r\n", final)
+        write_text_file(path, final)
+    except (NodeFsError, OSError) as exc:
+        message, error_type = write_error(exc, path)
+        return _error(message, message, error_type)
+
+    file_name = posixpath.basename(path)
+    modified_by_user = bool(args.get("modified_by_user"))
+    proposed = args.get("ai_proposed_content") or content
+    parts = [
+        f"Successfully created and wrote to new file: {path}."
+        if is_new
+        else f"Successfully overwrote file: {path}."
+    ]
+    if modified_by_user:
+        parts.append(f"User modified the `content` to be: {content}")
+    snippet = diff_context_snippet("" if is_new else original, final, 5)
+    parts.append(f"Here is the updated code:\n{snippet}")
+    display = {
+        "fileDiff": create_patch(file_name, original, corrected, "Original", "Written"),
+        "fileName": file_name,
+        "filePath": path,
+        "originalContent": original,
+        "newContent": corrected,
+        "diffStat": get_diff_stat(original, str(proposed), content),
+        "isNewFile": is_new,
+        "isBuildFile": False,
+    }
+    return ToolResult(llm_content=" ".join(parts), return_display=display)

@@ -1,0 +1,212 @@
+"""Routing: addresses, per-session sequence numbers, bounded inboxes, observers.
+
+The bus knows nothing of actors. An actor (or a client) ``connect``s an address and
+gets a ``Port``: it sends through it and reads its inbox from it. Every message belongs
+to a session (``message.session_id``); the bus numbers each session's messages from 1
+without gaps and hands each one, in that order, to the session's observers and then to
+its recipient. Delivery order per session therefore equals sequence order for every
+observer, and for every recipient.
+
+Backpressure: inboxes are bounded and a sender waits while its recipient's inbox is
+full. Observers choose: ``block`` (core observers such as the recorder: the bus waits
+for them) or ``lag`` (remote clients: when full they are marked lagging, miss messages,
+and learn from ``Subscription.lagged_from`` where to resynchronise from the recording).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from typing import Literal
+
+import attrs
+import trio
+
+from .codec import Envelope
+from .errors import DeliveryError
+from .messages import Message
+
+DEFAULT_INBOX = 256
+
+ALL_SESSIONS = "*"
+
+
+@attrs.define(eq=False)
+class _SessionRoute:
+    next_seq: int = 1
+    lock: trio.StrictFIFOLock = attrs.field(factory=trio.StrictFIFOLock)
+    observers: list[Subscription] = attrs.field(factory=list)
+
+
+@attrs.define(eq=False)
+class Subscription:
+    """An observer's view of one session (or of all sessions)."""
+
+    name: str
+    session_id: str
+    policy: Literal["block", "lag"]
+    _send: trio.MemorySendChannel[Envelope]
+    receive: trio.MemoryReceiveChannel[Envelope]
+    lagged_from: int | None = None
+    """First sequence number this observer missed (``lag`` policy), or None."""
+
+    def __aiter__(self) -> AsyncIterator[Envelope]:
+        return self.receive.__aiter__()
+
+    def clear_lag(self) -> None:
+        """Call after resynchronising; delivery resumes with the next message."""
+        self.lagged_from = None
+
+    async def _offer(self, env: Envelope) -> None:
+        if self.policy == "block":
+            try:
+                await self._send.send(env)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # the observer went away; it is unsubscribed on close
+            return
+        if self.lagged_from is not None:
+            return
+        try:
+            self._send.send_nowait(env)
+        except trio.WouldBlock:
+            self.lagged_from = env.seq
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+
+class Port:
+    """An address on the bus: send from it, read its inbox."""
+
+    def __init__(self, bus: Bus, address: str, receive: trio.MemoryReceiveChannel[Envelope]):
+        self.bus = bus
+        self.address = address
+        self.inbox = receive
+
+    async def send(self, message: Message, *, to: str | None = None) -> Envelope:
+        """Send ``message`` to address ``to`` (None: observers only)."""
+        return await self.bus.send(message, sender=self.address, to=to)
+
+    async def publish(self, message: Message) -> Envelope:
+        """An event for observers only."""
+        return await self.bus.send(message, sender=self.address, to=None)
+
+    def __aiter__(self) -> AsyncIterator[Envelope]:
+        return self.inbox.__aiter__()
+
+    async def receive(self) -> Envelope:
+        return await self.inbox.receive()
+
+    def close(self) -> None:
+        self.bus.disconnect(self.address)
+
+
+class Bus:
+    """Routes messages between addresses, numbering each session's messages."""
+
+    def __init__(self) -> None:
+        self._inboxes: dict[str, trio.MemorySendChannel[Envelope]] = {}
+        self._sessions: dict[str, _SessionRoute] = {}
+        self._global_observers: list[Subscription] = []
+
+    # -- addresses ---------------------------------------------------------------
+    def connect(self, address: str, *, capacity: int = DEFAULT_INBOX) -> Port:
+        """Claim ``address`` and return its port. An address has one owner."""
+        if address in self._inboxes:
+            raise DeliveryError(f"address {address!r} is already connected")
+        send, receive = trio.open_memory_channel[Envelope](capacity)
+        self._inboxes[address] = send
+        return Port(self, address, receive)
+
+    def disconnect(self, address: str) -> None:
+        send = self._inboxes.pop(address, None)
+        if send is not None:
+            send.close()
+
+    def is_connected(self, address: str) -> bool:
+        return address in self._inboxes
+
+    # -- observers -----------------------------------------------------------------
+    def subscribe(
+        self,
+        session_id: str,
+        name: str,
+        *,
+        policy: Literal["block", "lag"] = "block",
+        capacity: int = DEFAULT_INBOX,
+    ) -> Subscription:
+        """Observe every message of ``session_id`` (``ALL_SESSIONS``: of every session)."""
+        send, receive = trio.open_memory_channel[Envelope](
+            math.inf if capacity == math.inf else capacity
+        )
+        sub = Subscription(name, session_id, policy, send, receive)
+        if session_id == ALL_SESSIONS:
+            self._global_observers.append(sub)
+        else:
+            self._route(session_id).observers.append(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        if sub.session_id == ALL_SESSIONS:
+            if sub in self._global_observers:
+                self._global_observers.remove(sub)
+        else:
+            route = self._sessions.get(sub.session_id)
+            if route is not None and sub in route.observers:
+                route.observers.remove(sub)
+        sub._send.close()
+
+    def next_seq(self, session_id: str) -> int:
+        """The sequence number the next message of ``session_id`` will get."""
+        return self._route(session_id).next_seq
+
+    def start_session_at(self, session_id: str, seq: int) -> None:
+        """Continue a resumed session's numbering after its recording's last message."""
+        route = self._route(session_id)
+        route.next_seq = max(route.next_seq, seq)
+
+    def forget_session(self, session_id: str) -> None:
+        route = self._sessions.pop(session_id, None)
+        if route is not None:
+            for sub in route.observers:
+                sub._send.close()
+
+    # -- delivery ------------------------------------------------------------------
+    async def send(self, message: Message, *, sender: str, to: str | None) -> Envelope:
+        """Number ``message`` in its session and deliver it to observers and ``to``.
+
+        Raises ``DeliveryError`` when ``to`` is not connected (then nothing is numbered
+        or observed, so the sequence stays gap-free).
+        """
+        route = self._route(message.session_id)
+        async with route.lock:
+            inbox = None
+            if to is not None:
+                inbox = self._inboxes.get(to)
+                if inbox is None:
+                    raise DeliveryError(f"no actor at {to!r} for {type(message).__name__}")
+            env = Envelope(
+                seq=route.next_seq,
+                session_id=message.session_id,
+                sender=sender,
+                recipient=to,
+                message=message,
+            )
+            route.next_seq += 1
+            for sub in tuple(route.observers):
+                await sub._offer(env)
+            for sub in tuple(self._global_observers):
+                await sub._offer(env)
+            if inbox is not None:
+                try:
+                    await inbox.send(env)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    raise DeliveryError(
+                        f"actor at {to!r} stopped before {type(message).__name__} arrived"
+                    ) from None
+        return env
+
+    def _route(self, session_id: str) -> _SessionRoute:
+        route = self._sessions.get(session_id)
+        if route is None:
+            route = self._sessions[session_id] = _SessionRoute()
+        return route

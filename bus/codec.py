@@ -1,0 +1,158 @@
+"""The only code that knows the wire format: one cattrs converter, JSON text.
+
+A message encodes as a JSON object with a ``type`` tag (the class name) and its fields;
+Gemini payloads stay in their REST shape. An envelope adds the routing data around it.
+Decoding failures of any kind (malformed JSON, unknown tag, wrong field) raise
+``CodecError``, never a bare ``KeyError`` or ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+import cattrs
+from cattrs.strategies import configure_tagged_union
+
+from ._json import JsonValue, freeze, thaw
+from .errors import CodecError
+from .messages import ALL_MESSAGES, Message
+
+FORMAT_VERSION = 1
+"""Version of the envelope format written to recordings and sockets."""
+
+
+@attrs.frozen(kw_only=True)
+class Envelope:
+    """A message as the bus delivered it."""
+
+    seq: int
+    """Per-session sequence number, gap-free from 1."""
+    session_id: str
+    sender: str
+    """Address of the sending actor or client."""
+    recipient: str | None
+    """Address it was sent to; None for a pure event (observers only)."""
+    message: Message
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter(forbid_extra_keys=True)
+    conv.register_structure_hook_func(lambda t: t is JsonValue, lambda v, _t: freeze(v))
+    conv.register_unstructure_hook_func(lambda t: t is JsonValue, thaw)
+    configure_tagged_union(
+        Message,  # type: ignore[arg-type]
+        conv,
+        tag_name="type",
+        tag_generator=lambda cl: cl.__name__,
+    )
+    return conv
+
+
+converter = _make_converter()
+_TAGS = {cls.__name__ for cls in ALL_MESSAGES}
+
+
+def to_plain(msg: Message) -> dict[str, Any]:
+    """Unstructure one message into plain JSON data (with its ``type`` tag)."""
+    out: dict[str, Any] = converter.unstructure(msg, unstructure_as=Message)
+    return out
+
+
+def from_plain(data: Any, *, where: str | None = None) -> Message:
+    """Structure plain JSON data into a message; raises ``CodecError``."""
+    if not isinstance(data, dict):
+        raise CodecError(f"a message must be a JSON object, got {type(data).__name__}", where=where)
+    tag = data.get("type")
+    if tag not in _TAGS:
+        raise CodecError(f"unknown message type {tag!r}", where=where)
+    try:
+        msg: Message = converter.structure(data, Message)  # type: ignore[arg-type]
+    except Exception as exc:  # cattrs raises ClassValidationError/KeyError/TypeError...
+        raise CodecError(f"invalid {tag}: {_describe(exc)}", where=where) from None
+    return msg
+
+
+def encode(msg: Message) -> str:
+    """One message as compact JSON text."""
+    return _dumps(to_plain(msg))
+
+
+def _dumps(data: Any) -> str:
+    try:
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError as exc:  # NaN/Infinity are not JSON
+        raise CodecError(f"cannot encode: {exc}") from None
+
+
+def decode(text: str | bytes, *, where: str | None = None) -> Message:
+    """Parse one message from JSON text; raises ``CodecError``."""
+    return from_plain(_loads(text, where), where=where)
+
+
+def envelope_to_plain(env: Envelope, **extra: Any) -> dict[str, Any]:
+    """Unstructure an envelope; ``extra`` keys (e.g. a wall timestamp) are added."""
+    out: dict[str, Any] = {
+        "v": FORMAT_VERSION,
+        "seq": env.seq,
+        "session_id": env.session_id,
+        "sender": env.sender,
+        "to": env.recipient,
+    }
+    out.update(extra)
+    out["msg"] = to_plain(env.message)
+    return out
+
+
+def encode_envelope(env: Envelope, **extra: Any) -> str:
+    return _dumps(envelope_to_plain(env, **extra))
+
+
+def decode_envelope(text: str | bytes, *, where: str | None = None) -> tuple[Envelope, dict[str, Any]]:
+    """Parse an envelope line; returns it with the raw dict (for extra keys)."""
+    data = _loads(text, where)
+    if not isinstance(data, dict):
+        raise CodecError("an envelope must be a JSON object", where=where)
+    version = data.get("v")
+    if version != FORMAT_VERSION:
+        if isinstance(version, int) and version > FORMAT_VERSION:
+            raise CodecError(
+                f"format version {version} is newer than this agentbus reads ({FORMAT_VERSION})",
+                where=where,
+            )
+        raise CodecError(f"unsupported format version {version!r}", where=where)
+    try:
+        seq = data["seq"]
+        session_id = data["session_id"]
+        sender = data["sender"]
+        recipient = data.get("to")
+        raw_msg = data["msg"]
+    except KeyError as exc:
+        raise CodecError(f"envelope lacks {exc.args[0]!r}", where=where) from None
+    if not isinstance(seq, int) or not isinstance(session_id, str) or not isinstance(sender, str):
+        raise CodecError("envelope fields have wrong types", where=where)
+    env = Envelope(
+        seq=seq,
+        session_id=session_id,
+        sender=sender,
+        recipient=recipient,
+        message=from_plain(raw_msg, where=where),
+    )
+    return env, data
+
+
+def _loads(text: str | bytes, where: str | None) -> Any:
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CodecError(f"malformed JSON: {exc}", where=where) from None
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, cattrs.BaseValidationError):
+        leaves = [_describe(e) for e in exc.exceptions]
+        return "; ".join(leaves) or str(exc)
+    if isinstance(exc, KeyError):
+        return f"missing field {exc.args[0]!r}"
+    return f"{type(exc).__name__}: {exc}"

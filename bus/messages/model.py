@@ -1,0 +1,104 @@
+"""The model conversation: the turn (or a utility caller) and the model gateway.
+
+Every ``GenerateRequest`` gets exactly one terminal reply: ``ModelFinished``,
+``ModelFailed`` or ``GenerationCancelled``.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ._common import JsonValue, frozen_json, json_tuple
+
+
+@attrs.frozen(kw_only=True)
+class GenerateRequest:
+    """Command to the gateway.
+
+    ``method`` is ``generateContentStream``, ``generateContent`` or ``countTokens``,
+    as in Gemini CLI's fake-responses files.
+    """
+
+    session_id: str
+    request_id: str
+    reply_to: str
+    """Address that receives the chunks and the terminal reply."""
+    method: str
+    model: str
+    contents: tuple[JsonValue, ...] = json_tuple()
+    config: JsonValue = frozen_json({})
+    """generationConfig, systemInstruction, tools (Gemini wire shape)."""
+    role: str = "main"
+    """Who asks: ``main``, ``classifier``, ``compressor``, ``loop_detector``..."""
+
+
+@attrs.frozen(kw_only=True)
+class ModelChunk:
+    """Event: one streamed response chunk (a ``GenerateContentResponse``)."""
+
+    session_id: str
+    request_id: str
+    index: int
+    chunk: JsonValue = frozen_json({})
+
+
+@attrs.frozen(kw_only=True)
+class ModelRetrying:
+    """Event: the gateway will retry after ``delay_s`` (partial output is void)."""
+
+    session_id: str
+    request_id: str
+    attempt: int
+    delay_s: float
+    reason: str
+    mid_stream: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class ModelFinished:
+    """Terminal reply: the response is complete."""
+
+    session_id: str
+    request_id: str
+    model: str
+    """The model that answered (after routing/fallback)."""
+    latency_ms: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class ApiError:
+    """What went wrong talking to the model."""
+
+    message: str
+    status: int | None = None
+    type: str = "unknown"
+    retryable: bool = False
+    invalid_stream: str | None = None
+    """For an invalid stream that survived its retries: its type (``NO_FINISH_REASON``...)."""
+
+
+@attrs.frozen(kw_only=True)
+class ModelFailed:
+    """Terminal reply: the request failed for good (retries exhausted, fatal error)."""
+
+    session_id: str
+    request_id: str
+    model: str
+    error: ApiError
+
+
+@attrs.frozen(kw_only=True)
+class CancelGeneration:
+    """Command: stop a request; the HTTP stream is closed."""
+
+    session_id: str
+    request_id: str
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class GenerationCancelled:
+    """Terminal reply to a cancelled request (the acknowledgement)."""
+
+    session_id: str
+    request_id: str

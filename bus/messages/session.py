@@ -1,0 +1,93 @@
+"""The session conversation: clients and the session actor.
+
+Commands are imperative (``SubmitPrompt``), events are past tense (``SessionOpened``).
+Correlation ids come first in every message.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ._common import JsonValue, json_tuple
+
+
+@attrs.frozen(kw_only=True)
+class OpenSession:
+    """Command to a session actor: start (or resume) the conversation."""
+
+    session_id: str
+    model: str
+    """The configured model, ``auto`` when the router chooses."""
+    approval_mode: str
+    """``default``, ``auto_edit``, ``yolo`` or ``plan``."""
+    workspace: str
+    """Absolute path of the workspace root."""
+    history: tuple[JsonValue, ...] = json_tuple()
+    """Contents carried over from a resumed session (Gemini wire shape)."""
+
+
+@attrs.frozen(kw_only=True)
+class SessionOpened:
+    """Event: the session is ready to take prompts."""
+
+    session_id: str
+    model: str
+    approval_mode: str
+    workspace: str
+    resumed: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class SubmitPrompt:
+    """Command from a client: run one prompt as a turn."""
+
+    session_id: str
+    prompt_id: str
+    parts: tuple[JsonValue, ...] = json_tuple()
+    """The user content parts sent to the model (after ``@path`` expansion)."""
+    display_text: str = ""
+    """The prompt as the user typed it."""
+
+
+@attrs.frozen(kw_only=True)
+class PromptQueued:
+    """Event: a prompt arrived while a turn was running and waits its turn."""
+
+    session_id: str
+    prompt_id: str
+    position: int
+
+
+@attrs.frozen(kw_only=True)
+class CancelTurn:
+    """Command: cancel the running turn (``turn_id`` None: whichever is running)."""
+
+    session_id: str
+    turn_id: str | None
+    reason: str
+    requested_by: str
+
+
+@attrs.frozen(kw_only=True)
+class TurnCancelAcknowledged:
+    """Event: the cancel was carried out; nothing the turn started still runs."""
+
+    session_id: str
+    turn_id: str | None
+    requested_by: str
+
+
+@attrs.frozen(kw_only=True)
+class CloseSession:
+    """Command: finish the session (cancels a running turn first)."""
+
+    session_id: str
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class SessionClosed:
+    """Event: the session's actors have stopped; the last message of a session."""
+
+    session_id: str
+    reason: str

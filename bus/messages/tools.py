@@ -1,0 +1,188 @@
+"""The tools conversation: turn -> scheduler -> executors, and approvals.
+
+Call states follow Gemini CLI (``validating``, ``scheduled``, ``awaiting_approval``,
+``executing``, ``success``, ``error``, ``cancelled``); every transition is a
+``ToolCallUpdated`` event that clients can show.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ._common import JsonValue, frozen_json, json_tuple
+
+TERMINAL_STATES = frozenset({"success", "error", "cancelled"})
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallRequest:
+    """One function call to run (a value inside ``ScheduleBatch``)."""
+
+    call_id: str
+    name: str
+    args: JsonValue = frozen_json({})
+    prompt_id: str = ""
+    client_initiated: bool = False
+    """True when a user asked for the call directly rather than the model."""
+
+
+@attrs.frozen(kw_only=True)
+class ScheduleBatch:
+    """Command to the scheduler: run these calls; reply ``BatchSettled`` to ``reply_to``."""
+
+    session_id: str
+    batch_id: str
+    reply_to: str
+    approval_mode: str
+    calls: tuple[ToolCallRequest, ...] = ()
+    interactive: bool = False
+    """Whether a client can be asked for approvals (headless: False)."""
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallUpdated:
+    """Event: a call changed state."""
+
+    session_id: str
+    batch_id: str
+    call_id: str
+    name: str
+    status: str
+    wave: int = 0
+    """Index of the wave the call runs in (0-based)."""
+    detail: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalRequested:
+    """Event to clients: a call waits for a decision."""
+
+    session_id: str
+    batch_id: str
+    call_id: str
+    correlation_id: str
+    name: str
+    args: JsonValue = frozen_json({})
+    details: JsonValue = frozen_json({})
+    """Confirmation details (``type``: edit / exec / info, title, command, diff...)."""
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalAnswered:
+    """Command from a client: ``outcome`` is Gemini CLI's ``ToolConfirmationOutcome``."""
+
+    session_id: str
+    correlation_id: str
+    outcome: str
+    answered_by: str
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalSettled:
+    """Event: which answer won (the first); later answers are told it was taken."""
+
+    session_id: str
+    correlation_id: str
+    outcome: str
+    answered_by: str
+
+
+@attrs.frozen(kw_only=True)
+class RunTool:
+    """Command to an executor: run one validated, approved call."""
+
+    session_id: str
+    call_id: str
+    reply_to: str
+    name: str
+    args: JsonValue = frozen_json({})
+
+
+@attrs.frozen(kw_only=True)
+class ToolOutputStreamed:
+    """Event: live output of a running call (shell)."""
+
+    session_id: str
+    call_id: str
+    text: str
+    pid: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ToolResult:
+    """What a tool produced (a value inside ``ToolFinished``).
+
+    ``llm_content`` is the text or parts for the model; ``return_display`` what the user
+    sees (a string, or an object such as a file diff).
+    """
+
+    llm_content: JsonValue = frozen_json("")
+    return_display: JsonValue = frozen_json(None)
+    error_type: str | None = None
+    error_message: str | None = None
+    cancelled: bool = False
+    output_file: str | None = None
+    data: JsonValue = frozen_json(None)
+
+
+@attrs.frozen(kw_only=True)
+class ToolFinished:
+    """Terminal reply from an executor to ``RunTool`` (also after ``CancelTool``)."""
+
+    session_id: str
+    call_id: str
+    result: ToolResult
+    duration_ms: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class CancelTool:
+    """Command to an executor: stop a running call (its process group is killed)."""
+
+    session_id: str
+    call_id: str
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class CompletedCall:
+    """A settled call, as the model and the clients get it."""
+
+    call_id: str
+    name: str
+    args: JsonValue = frozen_json({})
+    status: str = "success"
+    response_parts: tuple[JsonValue, ...] = json_tuple()
+    result_display: JsonValue = frozen_json(None)
+    error_type: str | None = None
+    error_message: str | None = None
+    duration_ms: int = 0
+    decision: str | None = None
+    """``accept``, ``reject``, ``modify`` or ``auto_accept`` when a decision was taken."""
+    output_file: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class BatchSettled:
+    """Terminal reply to ``ScheduleBatch``: every call, in request order."""
+
+    session_id: str
+    batch_id: str
+    calls: tuple[CompletedCall, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class CancelBatch:
+    """Command to the scheduler: cancel a batch in any state."""
+
+    session_id: str
+    batch_id: str
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class BatchCancelAcknowledged:
+    """Event: the batch was cancelled; its ``BatchSettled`` went out before this."""
+
+    session_id: str
+    batch_id: str

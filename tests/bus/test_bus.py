@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+import trio
+import trio.testing
+
+from bus import Bus, DeliveryError
+from bus.messages import TextStreamed
+from bus.testing import assert_gap_free, capture_session
+
+
+def text(session: str, n: int) -> TextStreamed:
+    return TextStreamed(session_id=session, turn_id="t", text=str(n))
+
+
+async def test_sequence_numbers_are_per_session_and_gap_free() -> None:
+    bus = Bus()
+    a = bus.connect("a")
+    b = bus.connect("b")
+    async with trio.open_nursery() as nursery:
+        cap1 = await nursery.start(capture_session, bus, "s1")
+        cap2 = await nursery.start(capture_session, bus, "s2")
+        for i in range(5):
+            await a.send(text("s1", i), to="b")
+            await a.publish(text("s2", i))
+        await trio.testing.wait_all_tasks_blocked()
+        assert [e.seq for e in cap1.envelopes] == [1, 2, 3, 4, 5]
+        assert [e.seq for e in cap2.envelopes] == [1, 2, 3, 4, 5]
+        assert_gap_free(cap1.envelopes)
+        got = [await b.receive() for _ in range(5)]
+        assert [e.message.text for e in got] == ["0", "1", "2", "3", "4"]
+        nursery.cancel_scope.cancel()
+
+
+async def test_observers_see_messages_in_sequence_order_across_senders() -> None:
+    bus = Bus()
+    senders = [bus.connect(f"p{i}") for i in range(4)]
+    bus.connect("sink", capacity=1000)
+    async with trio.open_nursery() as nursery:
+        cap = await nursery.start(capture_session, bus, "s")
+        async with trio.open_nursery() as inner:
+            for i, port in enumerate(senders):
+                for n in range(10):
+                    inner.start_soon(partial(port.send, text("s", i * 100 + n), to="sink"))
+        await trio.testing.wait_all_tasks_blocked()
+        assert [e.seq for e in cap.envelopes] == list(range(1, 41))
+        nursery.cancel_scope.cancel()
+
+
+async def test_sending_to_unknown_address_fails_without_consuming_a_number() -> None:
+    bus = Bus()
+    a = bus.connect("a")
+    with pytest.raises(DeliveryError, match="no actor at 'nobody'"):
+        await a.send(text("s", 1), to="nobody")
+    assert bus.next_seq("s") == 1
+
+
+async def test_an_address_has_one_owner() -> None:
+    bus = Bus()
+    bus.connect("x")
+    with pytest.raises(DeliveryError, match="already connected"):
+        bus.connect("x")
+
+
+async def test_full_inbox_applies_backpressure(autojump_clock: trio.abc.Clock) -> None:
+    bus = Bus()
+    a = bus.connect("a")
+    b = bus.connect("b", capacity=1)
+    await a.send(text("s", 1), to="b")
+    with trio.move_on_after(5) as scope:
+        await a.send(text("s", 2), to="b")
+    assert scope.cancelled_caught  # the sender waited: the inbox was full
+    assert (await b.receive()).message.text == "1"
+
+
+async def test_lagging_observer_is_marked_and_skipped_not_blocking() -> None:
+    bus = Bus()
+    a = bus.connect("a")
+    slow = bus.subscribe("s", "slow-client", policy="lag", capacity=2)
+    for i in range(5):
+        await a.publish(text("s", i))
+    assert slow.lagged_from == 3
+    first = [slow.receive.receive_nowait().seq for _ in range(2)]
+    assert first == [1, 2]
+    slow.clear_lag()
+    await a.publish(text("s", 9))
+    assert slow.receive.receive_nowait().seq == 6

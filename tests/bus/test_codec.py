@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bus import CodecError
+from bus._json import JsonValue, freeze
+from bus.codec import Envelope, decode, decode_envelope, encode, encode_envelope
+from bus.messages import ALL_MESSAGES, BatchSettled, CompletedCall, Message, TextStreamed
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4).map(tuple)
+    | st.dictionaries(st.text(max_size=8), children, max_size=4).map(freeze),
+    max_leaves=12,
+)
+st.register_type_strategy(JsonValue, json_values)
+
+
+@pytest.mark.parametrize("cls", ALL_MESSAGES, ids=lambda c: c.__name__)
+@given(data=st.data())
+def test_every_message_round_trips(cls: type, data: st.DataObject) -> None:
+    msg = data.draw(st.from_type(cls))
+    assert decode(encode(msg)) == msg
+
+
+@given(st.from_type(TextStreamed), st.integers(1, 10**9))
+def test_envelope_round_trips_with_extra_fields(msg: Message, seq: int) -> None:
+    env = Envelope(seq=seq, session_id=msg.session_id, sender="a", recipient=None, message=msg)
+    line = encode_envelope(env, wall="2026-01-01T00:00:00.000Z")
+    back, raw = decode_envelope(line)
+    assert back == env
+    assert raw["wall"] == "2026-01-01T00:00:00.000Z"
+
+
+def test_tag_is_written_for_union_members() -> None:
+    data = json.loads(encode(TextStreamed(session_id="s", turn_id="t", text="hi")))
+    assert data["type"] == "TextStreamed"
+
+
+def test_nested_payloads_keep_gemini_wire_shape() -> None:
+    call = CompletedCall(
+        call_id="c",
+        name="read_file",
+        response_parts=[{"functionResponse": {"id": "c", "name": "read_file", "response": {"output": "x"}}}],
+    )
+    data = json.loads(encode(BatchSettled(session_id="s", batch_id="b", calls=(call,))))
+    assert data["calls"][0]["response_parts"][0]["functionResponse"]["response"] == {"output": "x"}
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("{not json", "malformed JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"type": "NoSuchMessage"}', "unknown message type 'NoSuchMessage'"),
+        ('{"type": "TextStreamed", "session_id": "s"}', "missing field 'turn_id'"),
+        ('{"type": "TextStreamed", "session_id": "s", "turn_id": "t", "text": "x", "extra": 1}', "Extra fields"),
+    ],
+)
+def test_bad_input_raises_one_project_error(text: str, needle: str) -> None:
+    with pytest.raises(CodecError) as info:
+        decode(text, where="rec.jsonl:3")
+    assert needle in str(info.value)
+    assert str(info.value).startswith("rec.jsonl:3: ")
+
+
+def test_newer_format_version_is_refused_clearly() -> None:
+    env = Envelope(seq=1, session_id="s", sender="a", recipient=None, message=TextStreamed(session_id="s", turn_id="t", text="x"))
+    data = json.loads(encode_envelope(env))
+    data["v"] = 99
+    with pytest.raises(CodecError, match="newer than this agentbus reads"):
+        decode_envelope(json.dumps(data))
+
+
+def test_frozen_payloads_are_immutable() -> None:
+    call = CompletedCall(call_id="c", name="n", args={"a": [1, 2]})
+    with pytest.raises(TypeError):
+        call.args["a"] = 3  # type: ignore[index]
+    assert call.args["a"] == (1, 2)

@@ -1,0 +1,188 @@
+"""The shared path helpers: resolution, confinement, ignore rules, collation, regexes."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from actors.tools._paths import (
+    GitIgnoreParser,
+    IgnoreRules,
+    JsRegexError,
+    NodeFsError,
+    compile_js_regex,
+    js_len,
+    js_prefix,
+    locale_sort_key,
+    make_relative,
+    node_extname,
+    node_join,
+    node_relative,
+    resolve_defensive_tool_path,
+    resolve_to_real_path,
+    shorten_path,
+    validate_path_access,
+    validate_path_string,
+)
+
+from ._file_env import make_env, outside_message
+
+
+def test_node_path_functions() -> None:
+    assert node_join("/a", "../b", "c/") == "/b/c/"
+    assert node_join("/a", "/b") == "/a/b"
+    assert node_relative("/a/b", "/a/b") == ""
+    assert node_relative("/a/b", "/a/c/d") == "../c/d"
+    assert make_relative("/ws", "/ws") == "."
+    assert make_relative("rel/x", "/ws") == "rel/x"
+    assert [node_extname(p) for p in ("a.b.c", ".bashrc", "a.", "noext", "x/.a.ts")] == [
+        ".c",
+        "",
+        ".",
+        "",
+        ".ts",
+    ]
+
+
+def test_shorten_path() -> None:
+    # Expected values produced by Gemini's own shortenPath.
+    assert shorten_path("short.txt") == "short.txt"
+    assert shorten_path("a/very/long/directory/structure/that/goes/on/file.txt") == (
+        "a/.../that/goes/on/file.txt"
+    )
+    assert shorten_path("/" + "x" * 50) == "/xxxxxxxxxxxxxxx...xxxxxxxxxxxxxxxx"
+
+
+def test_resolve_to_real_path(tmp_path: Path) -> None:
+    root = tmp_path.resolve()
+    (root / "real").mkdir()
+    os.symlink(root / "real", root / "link")
+    assert resolve_to_real_path(str(root / "link" / "not" / "there")) == str(
+        root / "real" / "not" / "there"
+    )
+    assert resolve_to_real_path(f"file://{root}/a%20b") == f"{root}/a b"
+    assert resolve_to_real_path(f"{root}/100%") == f"{root}/100%"
+    os.symlink(root / "loop", root / "loop")
+    with pytest.raises(NodeFsError) as caught:
+        resolve_to_real_path(str(root / "loop" / "x"))
+    assert caught.value.code == "ELOOP"
+
+
+def test_resolve_defensive_tool_path(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "@scope").mkdir()
+    assert resolve_defensive_tool_path("@src/new.ts", str(tmp_path)) == "src/new.ts"
+    assert resolve_defensive_tool_path("@/src", str(tmp_path)) == "src"
+    assert resolve_defensive_tool_path("@scope/x", str(tmp_path)) == "@scope/x"
+    assert resolve_defensive_tool_path("a\0b", str(tmp_path)) == "ab"
+
+
+def test_path_validation_messages() -> None:
+    assert validate_path_string("ok/path") is None
+    assert validate_path_string("a\nb") == (
+        "Path contains invalid characters (newlines or control characters)."
+    )
+    assert validate_path_string("x/FAIL src/test.ts") == (
+        "Path appears to be a misinterpreted log fragment."
+    )
+    assert validate_path_string('"quoted/and/long/enough/path"') == (
+        "Path contains suspicious characters (double quotes or ellipses) and is too long to "
+        "be a simple filename."
+    )
+    assert validate_path_string("a/" + "b" * 256) == (
+        f'Path component "{"b" * 20}..." is too long (maximum 255 characters).'
+    )
+
+
+def test_confinement(tmp_path: Path) -> None:
+    env = make_env(tmp_path)
+    ws = env.workspace
+    assert validate_path_access(str(ws / "new" / "file"), env) is None
+    assert validate_path_access(str(ws / "node_modules" / "x"), env, "read") == outside_message(
+        env, str(ws / "node_modules" / "x")
+    )
+    assert validate_path_access(str(ws / "gha-creds-1.json"), env) is not None
+    assert validate_path_access(str(ws / ".env.local"), env) is None
+    assert validate_path_access(str(env.project_temp_dir / "x"), env) is None
+    assert validate_path_access(f"{ws}/a\tb", env) == (
+        "Invalid path: Path contains invalid characters (newlines or control characters)."
+    )
+    os.symlink("/etc", ws / "etc")
+    assert validate_path_access(str(ws / "etc" / "hosts"), env, "read") == outside_message(
+        env, str(ws / "etc" / "hosts")
+    )
+
+
+def test_ignore_rules_match_the_npm_package() -> None:
+    # Expected values produced by the `ignore` package (7.0) itself.
+    rules = IgnoreRules().add(["*.log", "!keep.log", "dist/", "/root.txt", "docs/**/*.md"])
+    cases = {
+        "a.LOG": True,
+        "keep.log": False,
+        "dist/": True,
+        "dist": False,
+        "dist/x.js": True,
+        "root.txt": True,
+        "sub/root.txt": False,
+        "docs/a/b.md": True,
+        "docs/b.md": True,
+        "src/app.ts": False,
+    }
+    assert {path: rules.ignores(path) for path in cases} == cases
+    # A file in an ignored directory cannot be re-included.
+    assert IgnoreRules().add(["build/", "!build/keep.txt"]).ignores("build/keep.txt")
+    with pytest.raises(ValueError):
+        rules.ignores("../x")
+
+
+def test_nested_gitignore(tmp_path: Path) -> None:
+    (tmp_path / ".git" / "info").mkdir(parents=True)
+    (tmp_path / ".git" / "info" / "exclude").write_text("*.tmp\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / ".gitignore").write_text("x.txt\n/y.txt\n")
+    parser = GitIgnoreParser(str(tmp_path), ["*.secret"])
+    assert parser.is_ignored("sub/x.txt", False)
+    assert parser.is_ignored("sub/deeper/x.txt", False)
+    assert not parser.is_ignored("x.txt", False)
+    assert parser.is_ignored("sub/y.txt", False)
+    assert not parser.is_ignored("sub/deeper/y.txt", False)
+    assert parser.is_ignored("a.tmp", False)
+    assert parser.is_ignored("a.secret", False)
+    assert parser.is_ignored(".git", True)
+    assert not parser.is_ignored(str(tmp_path), True)
+
+
+def test_locale_order() -> None:
+    # Node's `localeCompare` order for these names.
+    names = ["b", "B", "a10", "a2", "_x", "-x", ".gemini", "a", "A", "ä", "a-b", "ab", "a_b"]
+    assert sorted(names, key=locale_sort_key) == [
+        "_x",
+        "-x",
+        ".gemini",
+        "a",
+        "A",
+        "ä",
+        "a_b",
+        "a-b",
+        "a10",
+        "a2",
+        "ab",
+        "b",
+        "B",
+    ]
+
+
+def test_javascript_strings_and_regexes() -> None:
+    assert js_len("a😀") == 3
+    assert js_prefix("a😀b", 2) == "a"
+    assert compile_js_regex(r"(?<y>\d{4})-\k<y>").search("2024-2024")
+    assert compile_js_regex(r"\q\/").fullmatch("q/")
+    assert compile_js_regex("a{,2}").fullmatch("a{,2}")
+    assert compile_js_regex("x[]").search("x") is None
+    assert compile_js_regex("[[]").fullmatch("[")
+    assert compile_js_regex("ABC", ignore_case=True).fullmatch("abc")
+    with pytest.raises(JsRegexError, match=re.escape("/a)/: Unmatched ')'")):
+        compile_js_regex("a)")
