@@ -13,7 +13,6 @@ from typing import Any
 
 import attrs
 import cattrs
-from cattrs.strategies import configure_tagged_union
 
 from ._json import JsonValue, freeze, thaw
 from .errors import CodecError
@@ -41,22 +40,21 @@ def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True)
     conv.register_structure_hook_func(lambda t: t is JsonValue, lambda v, _t: freeze(v))
     conv.register_unstructure_hook_func(lambda t: t is JsonValue, thaw)
-    configure_tagged_union(
-        Message,  # type: ignore[arg-type]
-        conv,
-        tag_name="type",
-        tag_generator=lambda cl: cl.__name__,
-    )
     return conv
 
 
 converter = _make_converter()
-_TAGS = {cls.__name__ for cls in ALL_MESSAGES}
+"""The one converter. The union is tagged by hand (``type`` = class name) rather than
+with ``configure_tagged_union`` so that per-class hooks are generated on first use:
+a short headless run then pays only for the messages it sends."""
+
+_BY_TAG: dict[str, type] = {cls.__name__: cls for cls in ALL_MESSAGES}
 
 
 def to_plain(msg: Message) -> dict[str, Any]:
     """Unstructure one message into plain JSON data (with its ``type`` tag)."""
-    out: dict[str, Any] = converter.unstructure(msg, unstructure_as=Message)
+    out: dict[str, Any] = converter.unstructure(msg)
+    out["type"] = type(msg).__name__
     return out
 
 
@@ -65,10 +63,12 @@ def from_plain(data: Any, *, where: str | None = None) -> Message:
     if not isinstance(data, dict):
         raise CodecError(f"a message must be a JSON object, got {type(data).__name__}", where=where)
     tag = data.get("type")
-    if tag not in _TAGS:
+    cls = _BY_TAG.get(tag) if isinstance(tag, str) else None
+    if cls is None:
         raise CodecError(f"unknown message type {tag!r}", where=where)
+    fields = {k: v for k, v in data.items() if k != "type"}
     try:
-        msg: Message = converter.structure(data, Message)  # type: ignore[arg-type]
+        msg: Message = converter.structure(fields, cls)
     except Exception as exc:  # cattrs raises ClassValidationError/KeyError/TypeError...
         raise CodecError(f"invalid {tag}: {_describe(exc)}", where=where) from None
     return msg

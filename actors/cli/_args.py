@@ -19,7 +19,8 @@ class HeadlessArgs:
     prompt: str | None = None
     query: list[str] = attrs.field(factory=list)
     model: str | None = None
-    output_format: str = "text"
+    output_format: str | None = None
+    """None: the ``output.format`` setting, else ``text``."""
     yolo: bool = False
     approval_mode: str | None = None
     fake_responses: str | None = None
@@ -82,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", nargs="*", help="prompt (positional; joined with spaces)")
     p.add_argument("-p", "--prompt", help="run headless with this prompt (stdin is prepended)")
     p.add_argument("-m", "--model", help="model name, or 'auto' to let the router choose")
-    p.add_argument("-o", "--output-format", choices=OUTPUT_FORMATS, default="text")
+    p.add_argument("-o", "--output-format", choices=OUTPUT_FORMATS)
     p.add_argument("-y", "--yolo", action="store_true", help="approve every tool call")
     p.add_argument("--approval-mode", choices=APPROVAL_MODES)
     p.add_argument("--fake-responses", metavar="FILE", help="serve model responses from FILE (strict)")

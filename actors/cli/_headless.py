@@ -274,7 +274,7 @@ def request_config_for(tools: Mapping[str, Tool]) -> Any:
 async def run_prepared(p: Prepared, stdout: TextIO, stderr: TextIO) -> int:
     bus = Bus()
     printer = HeadlessPrinter(
-        p.args.output_format,
+        p.args.output_format or "text",
         stdout,
         stderr,
         session_id=p.session_id,
@@ -413,6 +413,9 @@ def read_stdin() -> str | None:
 
 
 def run_headless(args: HeadlessArgs, settings: Mapping[str, Any]) -> int:
+    if args.output_format is None:
+        configured = _settings.get(settings, "output.format")
+        args.output_format = configured if configured in ("text", "json", "stream-json") else "text"
     fmt = args.output_format
     try:
         prepared = prepare(args, settings, stdin_text=read_stdin())

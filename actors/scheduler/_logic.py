@@ -6,7 +6,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
-import jsonschema
 
 EDIT_TOOL_NAMES = frozenset({"replace", "write_file"})
 UPDATE_TOPIC = "update_topic"
@@ -76,6 +75,8 @@ def with_wait_for_previous(schema: Mapping[str, Any]) -> dict[str, Any]:
 
 def schema_error(schema: Mapping[str, Any], args: Any) -> str | None:
     """Validate ``args``; the first error worded as Gemini CLI's validator words it."""
+    import jsonschema  # noqa: PLC0415 - imported on first use: it costs 30 ms at start-up
+
     validator = jsonschema.Draft202012Validator(with_wait_for_previous(schema))
     errors = sorted(validator.iter_errors(args), key=lambda e: (len(e.path), str(e.path)))
     if not errors:
@@ -83,7 +84,8 @@ def schema_error(schema: Mapping[str, Any], args: Any) -> str | None:
     return _ajv_text(errors[0])
 
 
-def _ajv_text(err: jsonschema.ValidationError) -> str:
+def _ajv_text(err: Any) -> str:
+    """``err`` is a ``jsonschema.ValidationError``."""
     path = "params" + "".join(f"/{p}" for p in err.absolute_path)
     v = err.validator
     if v == "required":

@@ -62,5 +62,9 @@ class Tool(Protocol):
     async def execute(
         self, args: Mapping[str, Any], env: ToolEnv, output: OutputSink | None = None
     ) -> ToolResult:
-        """Run the call. Cancellation arrives as ``trio.Cancelled``; clean up and re-raise."""
+        """Run the call. Cancellation arrives as ``trio.Cancelled``; clean up and re-raise.
+
+        A tool may also define ``async close_session(env)``: the executor calls it when
+        the session ends, to release what outlives a call (background processes).
+        """
         ...

@@ -5,8 +5,9 @@ Emits: ``ToolOutputStreamed`` events while a call runs, and exactly one ``ToolFi
 per ``RunTool`` to its ``reply_to`` — also when the call was cancelled or crashed.
 Owns: the running calls, each in its own cancel scope (a shell call's process group
 dies with its scope).
-Stops: when its inbox closes (running calls are cancelled and reported), or by its
-supervisor's cancel.
+Stops: when its inbox closes (running calls are cancelled and reported; then each
+tool's ``close_session`` runs, e.g. the shell kills processes it left in the
+background), or by its supervisor's cancel.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from bus._json import thaw
 from bus.messages import CancelTool, RunTool, ToolFinished, ToolOutputStreamed, ToolResult
 
 from ._base import Tool, ToolEnv
+
+CLOSE_GRACE_S = 2.0
 
 
 class ExecutorActor:
@@ -55,6 +58,15 @@ class ExecutorActor:
                     scope.cancel()
         finally:
             port.close()
+            await self._close_tools()
+
+    async def _close_tools(self) -> None:
+        """Let tools release what outlives a call (background processes): bounded."""
+        with trio.move_on_after(CLOSE_GRACE_S, shield=True):
+            for tool in self.tools.values():
+                close = getattr(tool, "close_session", None)
+                if close is not None:
+                    await close(self.env)
 
     async def _call(self, port: Port, run: RunTool, scope: trio.CancelScope) -> None:
         started = trio.current_time()

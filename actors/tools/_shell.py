@@ -1005,6 +1005,10 @@ class ShellTool:
     def __init__(self, *, background: BackgroundProcessRegistry | None = None) -> None:
         self.background = BACKGROUND_PROCESSES if background is None else background
 
+    async def close_session(self, env: ToolEnv) -> None:
+        """The session ends: kill what its shell calls left running."""
+        await self.background.kill(env.session_id or None)
+
     def declaration(self, model: str) -> dict[str, Any]:
         del model  # the same for every model family
         return {

@@ -1,0 +1,109 @@
+"""``make bench``: every benchmark, printed as a table of ratios measured in one run.
+
+Each row is a median of several runs; where there is a baseline it is measured in the
+same invocation and the ratio is printed. Results also go to ``bench-results.json``.
+Targets are printed beside the numbers; benchmarks never fail the build.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from bus import Bus
+from bus.messages import TextStreamed
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENTBUS = ROOT / ".venv" / "bin" / "agentbus"
+RESULTS: list[dict[str, Any]] = []
+
+
+def record(name: str, value: float, unit: str, *, baseline: float | None = None, target: str = "") -> None:
+    row: dict[str, Any] = {"name": name, "value": round(value, 4), "unit": unit, "target": target}
+    if baseline:
+        row["baseline"] = round(baseline, 4)
+        row["ratio"] = round(value / baseline, 2)
+    RESULTS.append(row)
+    ratio = f"  ({row['ratio']}x baseline {row['baseline']} {unit})" if baseline else ""
+    print(f"{name:58} {value:12.4f} {unit:6}{ratio}  {target}", flush=True)
+
+
+def median_of(fn: Callable[[], float], runs: int) -> float:
+    return statistics.median(fn() for _ in range(runs))
+
+
+# -- bus -------------------------------------------------------------------------------------
+async def _one_hop(n: int) -> float:
+    bus = Bus()
+    a = bus.connect("a", capacity=1024)
+    b = bus.connect("b", capacity=1024)
+    msg = TextStreamed(session_id="s", turn_id="t", text="x")
+    started = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+
+        async def drain() -> None:
+            for _ in range(n):
+                await b.receive()
+
+        nursery.start_soon(drain)
+        for _ in range(n):
+            await a.send(msg, to="b")
+    del a
+    return time.perf_counter() - started
+
+
+def bench_bus() -> None:
+    n = 50_000
+    elapsed = median_of(lambda: trio.run(_one_hop, n), 3)
+    record("bus: messages/s through one hop", n / elapsed, "msg/s")
+
+
+# -- headless start-up -----------------------------------------------------------------------
+def _wall(cmd: list[str], cwd: str, env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - started
+
+
+def bench_headless() -> None:
+    fixture = ROOT / "scenarios" / "bench" / "hi.responses"
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "GEMINI_CLI_HOME": tmp, "AGENTBUS_DATA_DIR": tmp}
+        cmd = [str(AGENTBUS), "-p", "hi", "-m", "gemini-2.5-flash", "--fake-responses", str(fixture)]
+        _wall(cmd, tmp, env)  # warm the file cache
+        base = median_of(lambda: _wall([sys.executable, "-c", "pass"], tmp, env), 7)
+        ours = median_of(lambda: _wall(cmd, tmp, env), 7)
+    record(
+        "headless: agentbus -p hi --fake-responses F (wall)",
+        ours,
+        "s",
+        baseline=base,
+        target="target <= 0.3 s (Gemini CLI: 2.8 s); baseline: python -c pass",
+    )
+
+
+def main() -> int:
+    print(f"agentbus benchmarks on {platform.node()} ({os.cpu_count()} cores, Python {platform.python_version()})\n")
+    for bench in (bench_bus, bench_headless, *EXTRA):
+        bench()
+    out = ROOT / "bench-results.json"
+    out.write_text(json.dumps({"machine": platform.platform(), "results": RESULTS}, indent=2) + "\n")
+    print(f"\nresults written to {out}")
+    return 0
+
+
+EXTRA: list[Callable[[], None]] = []
+
+if __name__ == "__main__":
+    sys.exit(main())
