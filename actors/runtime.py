@@ -109,7 +109,13 @@ async def supervise_session(
         for kind in kinds:
             tools = {n: t for n, t in cfg.tools.items() if cfg.executor_of(t) == kind}
             await nursery.start(
-                ExecutorActor(bus, address=addrs.executors[kind], tools=tools, env=cfg.env).run
+                ExecutorActor(
+                    bus,
+                    address=addrs.executors[kind],
+                    tools=tools,
+                    env=cfg.env,
+                    gateway_address=cfg.gateway_address,
+                ).run
             )
         await nursery.start(
             SchedulerActor(

@@ -8,7 +8,7 @@ Tools hold no state between calls; the executor actor owns the running calls.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,9 +32,36 @@ class ToolEnv:
     model: str = ""
     settings: Mapping[str, Any] = attrs.field(factory=dict)
     """Merged settings.json (read-only view)."""
+    model_access: ModelAccess | None = None
+    """How a tool calls the model (web_fetch, google_web_search); set by the executor."""
 
     def workspace_dirs(self) -> tuple[Path, ...]:
         return (self.workspace,)
+
+
+class ModelCallError(Exception):
+    """A tool's model call failed (the gateway's ``ModelFailed``); ``status`` if HTTP."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+class ModelAccess(Protocol):
+    """A tool's line to the model gateway (through its executor, as bus messages)."""
+
+    async def generate(
+        self,
+        *,
+        model: str,
+        contents: Sequence[Any],
+        config: Mapping[str, Any] | None = None,
+        role: str = "utility_tool",
+    ) -> dict[str, Any]:
+        """One ``generateContent`` call; returns the ``GenerateContentResponse`` as JSON
+        data. Raises ``ModelCallError``; cancellation closes the request."""
+        ...
 
 
 class Tool(Protocol):

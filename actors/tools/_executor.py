@@ -16,34 +16,63 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
 import trio
 
 from bus import Bus, DeliveryError, Port
 from bus._json import thaw
-from bus.messages import CancelTool, RunTool, ToolFinished, ToolOutputStreamed, ToolResult
+from bus.messages import (
+    CancelGeneration,
+    CancelTool,
+    GenerateRequest,
+    GenerationCancelled,
+    Message,
+    ModelChunk,
+    ModelFailed,
+    ModelFinished,
+    RunTool,
+    ToolFinished,
+    ToolOutputStreamed,
+    ToolResult,
+    new_id,
+)
 
-from ._base import Tool, ToolEnv
+from ._base import ModelCallError, Tool, ToolEnv
 
 CLOSE_GRACE_S = 2.0
 
 
 class ExecutorActor:
     def __init__(
-        self, bus: Bus, *, address: str, tools: Mapping[str, Tool], env: ToolEnv
+        self,
+        bus: Bus,
+        *,
+        address: str,
+        tools: Mapping[str, Tool],
+        env: ToolEnv,
+        gateway_address: str | None = None,
     ) -> None:
         self.bus = bus
         self.address = address
         self.tools = dict(tools)
-        self.env = env
+        self.gateway_address = gateway_address
+        self._model_replies: dict[str, trio.MemorySendChannel[Message]] = {}
+        self._port: Port | None = None
+        self.env = attrs.evolve(env, model_access=self) if gateway_address else env
         self._running: dict[str, trio.CancelScope] = {}
 
     async def run(self, *, task_status: trio.TaskStatus[Port] = trio.TASK_STATUS_IGNORED) -> None:
         port = self.bus.connect(self.address)
+        self._port = port
         try:
             async with trio.open_nursery() as nursery:
                 task_status.started(port)
                 async for env in port:
                     match env.message:
+                        case ModelChunk() | ModelFinished() | ModelFailed() | GenerationCancelled() as reply:
+                            waiting = self._model_replies.get(reply.request_id)
+                            if waiting is not None:
+                                waiting.send_nowait(reply)
                         case RunTool() as run:
                             scope = trio.CancelScope()
                             self._running[run.call_id] = scope
@@ -107,6 +136,65 @@ class ExecutorActor:
             await port.send(done, to=run.reply_to)
         except DeliveryError:
             pass
+
+
+    async def generate(
+        self,
+        *,
+        model: str,
+        contents: Any,
+        config: Mapping[str, Any] | None = None,
+        role: str = "utility_tool",
+    ) -> dict[str, Any]:
+        """``ModelAccess`` for this executor's tools: a ``GenerateRequest`` to the gateway."""
+        assert self._port is not None and self.gateway_address is not None
+        request_id = new_id()
+        # Unbounded on purpose: the actor's loop must never block routing a reply.
+        send, receive = trio.open_memory_channel[Message](float("inf"))
+        self._model_replies[request_id] = send
+        chunks: list[Any] = []
+        done = False
+        try:
+            await self._port.send(
+                GenerateRequest(
+                    session_id=self.env.session_id,
+                    request_id=request_id,
+                    reply_to=self.address,
+                    method="generateContent",
+                    model=model,
+                    contents=tuple(contents),
+                    config=dict(config or {}),
+                    role=role,
+                ),
+                to=self.gateway_address,
+            )
+            async for reply in receive:
+                match reply:
+                    case ModelChunk():
+                        chunks.append(thaw(reply.chunk))
+                    case ModelFinished():
+                        done = True
+                        return chunks[-1] if chunks else {}
+                    case ModelFailed():
+                        done = True
+                        raise ModelCallError(reply.error.message, status=reply.error.status)
+                    case _:
+                        done = True
+                        raise ModelCallError("the model request was cancelled")
+            raise ModelCallError("the executor stopped")
+        finally:
+            self._model_replies.pop(request_id, None)
+            if not done:
+                with trio.move_on_after(CLOSE_GRACE_S, shield=True):
+                    try:
+                        await self._port.send(
+                            CancelGeneration(
+                                session_id=self.env.session_id, request_id=request_id, reason="tool call cancelled"
+                            ),
+                            to=self.gateway_address,
+                        )
+                    except DeliveryError:
+                        pass
 
 
 async def _execute(
