@@ -1,37 +1,98 @@
-"""The recorder actor: the session's append-only log.
+"""The recorder actor: the session's append-only log, and the code that reads it back.
 
-Observes every message of its session (a ``block`` subscription: the bus waits for
-it, so nothing is ever dropped) and appends each, codec-encoded with its sequence
-number and a wall timestamp, as one JSON line to ``<data dir>/sessions/<id>.jsonl``.
-Durable at the points that matter: it fsyncs when a turn ends and before an approval
-is asked.
-Emits nothing unless it fails, and then loudly: a write error raises ``RecorderError``,
-which stops the session (the supervisor's nursery cancels its siblings).
-Stops: when the session's last message (``SessionClosed``) is written, or its
-subscription closes.
+Accepts: every message of its session, as an observer. Emits: nothing unless it fails,
+and then loudly (``RecorderError`` stops the session: the supervisor's nursery cancels
+the other actors). Owns: ``<data dir>/sessions/<session id>.jsonl``. Stops: after the
+session's last message (``SessionClosed``), when its subscription closes, or by its
+supervisor's cancel.
+
+**The file.** One JSON object per line, UTF-8, ``\\n``-terminated, only ever appended:
+
+- a *meta* line opens each process's part of the file (a resumed session appends a new
+  one): ``{"v": 1, "kind": "meta", "session_id", "workspace", "started", "model", ...}``;
+- every message of the session is one *envelope* line, ``bus.codec.encode_envelope``
+  plus a wall timestamp: ``{"v": 1, "seq", "session_id", "sender", "to", "wall", "msg"}``;
+- a *void* line, ``{"v": 1, "kind": "void", "first", "last"}``, accounts for sequence
+  numbers the bus gave to messages that reached no one (their sender was cancelled
+  inside ``Bus.send`` before the first observer took them), so the numbering in the
+  file stays whole and a replay can reproduce it.
+
+**Durability.** Each line is written with one ``write(2)`` as it is observed, so a
+killed process loses at most a line that was being written (the page cache survives
+``kill -9``). ``fsync`` runs at the points that matter: a turn's end, before an
+approval is asked, and the session's end. "Before it is reported to clients" holds
+because the recorder is the session's *first* observer and its subscription has no
+buffer: the bus hands each message to the recorder before any other observer or the
+recipient gets it, and the recorder writes (and at a sync point fsyncs) it
+synchronously, without a checkpoint, before it asks for the next one. Every task that
+acts on a message therefore runs after that message is on disk; a client printing a
+turn's end prints a durable end. The wiring must start the recorder before anyone else
+observes the session (``runtime.supervise_session`` starts it first; clients subscribe
+after the supervisor is up). The fsync blocks the event loop for the time a disk takes
+(about a millisecond on an SSD, a few per turn): a worker thread would need a
+checkpoint, and with it the guarantee would go.
+
+**Failure.** A write that fails (disk full, permissions, a vanished directory) raises
+``RecorderError`` naming the file and the cause; nothing is dropped silently.
+
+**Secrets.** API keys never reach the file: values of ``GEMINI_API_KEY``,
+``GOOGLE_API_KEY`` and other ``*_API_KEY`` variables of the environment (8 characters
+or more), Google API keys (``AIza...``), bearer tokens, and the values of
+``Authorization``/``x-goog-api-key``-like keys are replaced by ``[REDACTED]``. A
+scrubbed message still decodes; it is then not byte-equal to what was delivered.
+
+**Reading.** ``load_recording`` parses a file back: a torn last line (the process died
+while writing it) is reported and ignored, and so is a torn line that ends a process's
+part of the file (the next process terminates it with a newline and says so in its meta
+line, ``"torn_tail": true``). Any other bad line is a ``RecordingError`` naming the file
+and line. Nothing is ever truncated or rewritten.
 """
 
 from __future__ import annotations
 
 import datetime
+import errno
+import json
 import os
-from collections.abc import Callable
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import IO
+from typing import Any, Protocol
 
+import attrs
 import trio
 
-from bus import Bus
-from bus.codec import encode_envelope
+from bus import Bus, CodecError, Envelope
+from bus.codec import FORMAT_VERSION, decode_envelope, envelope_to_plain
 from bus.messages import ApprovalRequested, SessionClosed, TurnEnded
 
 SYNC_POINTS = (TurnEnded, ApprovalRequested, SessionClosed)
+"""Messages after which the file is fsynced (before anyone else sees them)."""
+
+REDACTED = "[REDACTED]"
+SECRET_ENV_NAMES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+MIN_SECRET_LEN = 8
+"""Shorter environment values (``GEMINI_API_KEY=fake`` in tests) are not real keys, and
+scrubbing them would mangle ordinary text."""
 
 
 class RecorderError(Exception):
     """The recording cannot be written; the session must stop."""
 
 
+class RecordingError(Exception):
+    """A recording cannot be read: names the file and line."""
+
+    def __init__(self, path: Path | str, line: int | None, message: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.detail = message
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {message}")
+
+
+# -- where recordings live -----------------------------------------------------------------
 def default_data_dir() -> Path:
     """``$AGENTBUS_DATA_DIR``, else ``$XDG_DATA_HOME/agentbus``, else ``~/.local/share/agentbus``."""
     explicit = os.environ.get("AGENTBUS_DATA_DIR")
@@ -42,52 +103,553 @@ def default_data_dir() -> Path:
     return base / "agentbus"
 
 
+def sessions_dir(data_dir: Path) -> Path:
+    return data_dir / "sessions"
+
+
+def recording_path(data_dir: Path, session_id: str) -> Path:
+    return sessions_dir(data_dir) / f"{session_id}.jsonl"
+
+
+_last_wall: tuple[int, str] = (-1, "")
+
+
 def wall_clock_iso() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """UTC now, ISO 8601 with milliseconds (formatted once per millisecond: it is
+    stamped on every line)."""
+    global _last_wall
+    ms = int(time.time() * 1000)
+    if ms != _last_wall[0]:
+        stamp = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat(timespec="milliseconds")
+        _last_wall = (ms, stamp.replace("+00:00", "Z"))
+    return _last_wall[1]
+
+
+# -- secrets ------------------------------------------------------------------------------------
+_SENSITIVE_KEY = re.compile(
+    r"^(?:authorization|proxy[-_]authorization|x[-_]goog[-_]api[-_]key|x[-_]api[-_]key|api[-_]?key)$",
+    re.IGNORECASE,
+)
+_SECRET_PATTERNS = re.compile(
+    r"AIza[0-9A-Za-z_\-]{35}|(?<![A-Za-z])Bearer\s+[A-Za-z0-9._~+/=\-]{8,}", re.IGNORECASE
+)
+_SENSITIVE_KEY_IN_TEXT = re.compile(
+    r'"(?:authorization|proxy[-_]authorization|x[-_]goog[-_]api[-_]key|x[-_]api[-_]key|api[-_]?key)"\s*:',
+    re.IGNORECASE,
+)
+
+
+_TRIGGERS = ("aiza", "bearer", "authoriz", "api")
+
+
+def secrets_from_env(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The environment's API key values worth scrubbing (longest first)."""
+    found = {
+        v
+        for k, v in environ.items()
+        if (k in SECRET_ENV_NAMES or k.endswith("_API_KEY")) and len(v) >= MIN_SECRET_LEN
+    }
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+@attrs.frozen
+class Scrubber:
+    """Removes secrets from encoded lines; cheap when there are none (one regex search
+    and a substring test per secret on the line)."""
+
+    secrets: tuple[str, ...] = ()
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Scrubber:
+        return cls(secrets_from_env(os.environ if environ is None else environ))
+
+    def needs(self, text: str) -> bool:
+        if any(s in text or _json_inner(s) in text for s in self.secrets):
+            return True
+        # The patterns are slow to search; a lower-cased substring test rules most lines out.
+        low = text.lower()
+        if not any(t in low for t in _TRIGGERS):
+            return False
+        return bool(_SECRET_PATTERNS.search(text) or _SENSITIVE_KEY_IN_TEXT.search(text))
+
+    def scrub_text(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, REDACTED)
+        return _SECRET_PATTERNS.sub(REDACTED, text)
+
+    def scrub(self, value: Any) -> Any:
+        """A copy of plain JSON data with every secret replaced."""
+        if isinstance(value, str):
+            return self.scrub_text(value)
+        if isinstance(value, Mapping):
+            return {
+                k: (REDACTED if isinstance(k, str) and _SENSITIVE_KEY.match(k) and v is not None else self.scrub(v))
+                for k, v in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self.scrub(v) for v in value]
+        return value
+
+
+def _json_inner(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)[1:-1]
+
+
+def _dumps(data: Any) -> str:
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def encode_line(env: Envelope, wall: str, scrubber: Scrubber) -> str:
+    """One envelope as the recording's line (without the newline), secrets removed."""
+    data = envelope_to_plain(env, wall=wall)
+    text = _dumps(data)
+    if scrubber.needs(text):
+        text = _dumps(scrubber.scrub(data))
+    return text
+
+
+# -- writing -----------------------------------------------------------------------------------
+class Sink(Protocol):
+    """Where lines go: an append-only file (tests substitute failing ones)."""
+
+    def write(self, data: bytes) -> None: ...
+    def fsync(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class FileSink:
+    """An ``O_APPEND`` file written with ``os.write`` (no userspace buffer), mode 0600."""
+
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            if n == 0:  # pragma: no cover - a regular file never does this
+                raise OSError(errno.EIO, "short write")
+            view = view[n:]
+
+    def fsync(self) -> None:
+        os.fsync(self.fd)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+@attrs.frozen
+class Tail:
+    """What an existing recording ends with, as the next process finds it."""
+
+    last_seq: int = 0
+    """The last complete envelope's sequence number (0: none)."""
+    needs_newline: bool = False
+    """The file does not end with a newline (the last write was cut short)."""
+    torn: bool = False
+    """The last line is not a complete JSON object (it is reported and ignored)."""
+
+
+def read_tail(path: Path, *, block: int = 1 << 16) -> Tail:
+    """Inspect the end of an existing recording without reading all of it."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return Tail()
+    if size == 0:
+        return Tail()
+    with path.open("rb") as fh:
+        data = b""
+        pos = size
+        while True:
+            step = min(block, pos)
+            pos -= step
+            fh.seek(pos)
+            data = fh.read(step) + data
+            complete = data.split(b"\n")
+            # complete[0] may be a partial line unless we reached the start.
+            candidates = complete if pos == 0 else complete[1:]
+            if _find_last_seq(candidates) is not None or pos == 0:
+                break
+    needs_newline = not data.endswith(b"\n")
+    last_line = data.rsplit(b"\n", 1)[-1] if needs_newline else b""
+    torn = needs_newline and _json_object(last_line) is None
+    seq = _find_last_seq(candidates) or 0
+    return Tail(last_seq=seq, needs_newline=needs_newline, torn=torn)
+
+
+def _json_object(raw: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _find_last_seq(lines: list[bytes]) -> int | None:
+    for raw in reversed(lines):
+        if not raw.strip():
+            continue
+        data = _json_object(raw)
+        if data is not None and isinstance(data.get("seq"), int):
+            return int(data["seq"])
+    return None
 
 
 class RecorderActor:
+    """Appends every message of one session to its recording (see the module doc)."""
+
     def __init__(
         self,
         bus: Bus,
         *,
         session_id: str,
         path: Path,
+        meta: Mapping[str, Any] | None = None,
         wall_clock: Callable[[], str] = wall_clock_iso,
+        scrubber: Scrubber | None = None,
+        open_sink: Callable[[Path], Sink] = FileSink,
     ) -> None:
         self.bus = bus
         self.session_id = session_id
         self.path = path
+        self.meta = dict(meta or {})
         self.wall_clock = wall_clock
+        self.scrubber = scrubber if scrubber is not None else Scrubber.from_env()
+        self.open_sink = open_sink
         self.written = 0
+        self.synced = 0
+        self.voided = 0
+        self._next_seq = 1
+
+    def _fail(self, doing: str, exc: OSError) -> RecorderError:
+        return RecorderError(f"cannot {doing} recording {self.path}: {exc.strerror or exc}")
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        sub = self.bus.subscribe(self.session_id, f"recorder:{self.session_id}", policy="block", capacity=4096)
         try:
-            fh = self._open()
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tail = read_tail(self.path)
+            sink = self.open_sink(self.path)
         except OSError as exc:
-            self.bus.unsubscribe(sub)
-            raise RecorderError(f"cannot open recording {self.path}: {exc.strerror or exc}") from exc
-        task_status.started()
+            raise self._fail("open", exc) from exc
         try:
-            async for env in sub:
-                line = encode_envelope(env, wall=self.wall_clock())
-                try:
-                    fh.write(line + "\n")
-                    fh.flush()
-                    if isinstance(env.message, SYNC_POINTS):
-                        os.fsync(fh.fileno())
-                except OSError as exc:
-                    raise RecorderError(
-                        f"cannot write recording {self.path}: {exc.strerror or exc}"
-                    ) from exc
-                self.written += 1
-                if isinstance(env.message, SessionClosed):
-                    break
+            # A resumed session continues its numbering after the recording's last line.
+            if tail.last_seq:
+                self.bus.start_session_at(self.session_id, tail.last_seq + 1)
+            meta: dict[str, Any] = {
+                "v": FORMAT_VERSION,
+                "kind": "meta",
+                "session_id": self.session_id,
+                "started": self.wall_clock(),
+                **self.meta,
+                "first_seq": self.bus.next_seq(self.session_id),
+                "resumed": tail.last_seq > 0,
+            }
+            if tail.torn:
+                meta["torn_tail"] = True
+            head = ("\n" if tail.needs_newline else "") + _dumps(self.scrubber.scrub(meta)) + "\n"
+            try:
+                sink.write(head.encode("utf-8"))
+                sink.fsync()
+            except OSError as exc:
+                raise self._fail("write", exc) from exc
+            # Capacity 0: the bus waits until the recorder has taken each message, and
+            # the recorder is subscribed before any other observer (module doc).
+            sub = self.bus.subscribe(self.session_id, f"recorder:{self.session_id}", policy="block", capacity=0)
+            try:
+                self._next_seq = self.bus.next_seq(self.session_id)
+                task_status.started()
+                async for env in sub:
+                    self._append(sink, env)
+                    if isinstance(env.message, SessionClosed):
+                        break
+            finally:
+                self.bus.unsubscribe(sub)
         finally:
-            self.bus.unsubscribe(sub)
-            fh.close()
+            sink.close()
 
-    def _open(self) -> IO[str]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        return self.path.open("a", encoding="utf-8")
+    def _append(self, sink: Sink, env: Envelope) -> None:
+        """Write one message, synchronously (no checkpoint: see "Durability")."""
+        line = encode_line(env, self.wall_clock(), self.scrubber) + "\n"
+        if env.seq > self._next_seq:
+            # Numbers the bus gave to messages whose sender was cancelled before they
+            # reached the first observer (this one): delivered to no one.
+            void = {"v": FORMAT_VERSION, "kind": "void", "first": self._next_seq, "last": env.seq - 1}
+            line = _dumps(void) + "\n" + line
+            self.voided += env.seq - self._next_seq
+        self._next_seq = env.seq + 1
+        try:
+            sink.write(line.encode("utf-8"))
+            if isinstance(env.message, SYNC_POINTS):
+                sink.fsync()
+                self.synced += 1
+        except OSError as exc:
+            raise self._fail("write", exc) from exc
+        self.written += 1
+
+
+def recorder_error_in(exc: BaseException) -> RecorderError | None:
+    """The ``RecorderError`` inside ``exc`` (possibly nested exception groups), if any."""
+    if isinstance(exc, RecorderError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = recorder_error_in(inner)
+            if found is not None:
+                return found
+    return None
+
+
+# -- reading -------------------------------------------------------------------------------------
+@attrs.frozen
+class RecordedLine:
+    """One envelope line of a recording."""
+
+    line: int
+    """1-based line number in the file."""
+    env: Envelope
+    wall: str | None
+    """The wall timestamp written beside it (``None`` if absent)."""
+
+
+@attrs.frozen
+class Segment:
+    """What one process wrote: its meta line and its messages."""
+
+    meta: Mapping[str, Any]
+    meta_line: int | None
+    lines: tuple[RecordedLine, ...]
+
+    @property
+    def envelopes(self) -> list[Envelope]:
+        return [r.env for r in self.lines]
+
+    @property
+    def closed(self) -> bool:
+        """The process ended the session in order (its last message is ``SessionClosed``)."""
+        return bool(self.lines) and isinstance(self.lines[-1].env.message, SessionClosed)
+
+
+@attrs.frozen
+class TornLine:
+    line: int
+    reason: str
+
+
+@attrs.frozen
+class Recording:
+    path: Path
+    segments: tuple[Segment, ...]
+    torn: tuple[TornLine, ...] = ()
+    voids: tuple[tuple[int, int], ...] = ()
+    """Sequence numbers (first, last) the bus gave to messages nobody received."""
+
+    @property
+    def lines(self) -> list[RecordedLine]:
+        return [r for s in self.segments for r in s.lines]
+
+    @property
+    def envelopes(self) -> list[Envelope]:
+        return [r.env for s in self.segments for r in s.lines]
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        """The first process's meta line (empty for a file without one)."""
+        return self.segments[0].meta if self.segments else {}
+
+    @property
+    def session_id(self) -> str:
+        sid = self.meta.get("session_id")
+        if isinstance(sid, str):
+            return sid
+        envs = self.envelopes
+        return envs[0].session_id if envs else ""
+
+    @property
+    def last_seq(self) -> int:
+        envs = self.envelopes
+        return envs[-1].seq if envs else 0
+
+    @property
+    def last_wall(self) -> str | None:
+        for seg in reversed(self.segments):
+            for rec in reversed(seg.lines):
+                if rec.wall:
+                    return rec.wall
+            started = seg.meta.get("started")
+            if isinstance(started, str):
+                return started
+        return None
+
+
+def load_recording(
+    path: Path | str,
+    *,
+    on_torn: Callable[[TornLine], None] | None = None,
+    check_sequence: bool = True,
+) -> Recording:
+    """Read a recording back. Raises ``RecordingError`` (file and line) for anything but
+    a torn last line of a process's part; those are passed to ``on_torn`` and skipped."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise RecordingError(p, None, "no such recording") from None
+    except IsADirectoryError:
+        raise RecordingError(p, None, "is a directory, not a recording") from None
+    except OSError as exc:
+        raise RecordingError(p, None, f"cannot read: {exc.strerror or exc}") from None
+    return parse_recording(p, raw, on_torn=on_torn, check_sequence=check_sequence)
+
+
+def parse_recording(
+    p: Path,
+    raw: bytes,
+    *,
+    on_torn: Callable[[TornLine], None] | None = None,
+    check_sequence: bool = True,
+) -> Recording:
+    ends_with_newline = raw.endswith(b"\n")
+    texts = raw.split(b"\n")
+    if ends_with_newline:
+        texts.pop()
+    numbered = [(i + 1, t) for i, t in enumerate(texts) if t.strip()]
+    segments: list[Segment] = []
+    torn: list[TornLine] = []
+    meta: Mapping[str, Any] = {}
+    meta_line: int | None = None
+    lines: list[RecordedLine] = []
+    expected_seq: int | None = None
+    session_id: str | None = None
+    voids: list[tuple[int, int]] = []
+    pending_bad: tuple[int, str] | None = None
+    """An undecodable line: torn if the file ends or a meta line with ``torn_tail``
+    follows, else an error."""
+
+    def flush() -> None:
+        if meta_line is not None or lines:
+            segments.append(Segment(meta=meta, meta_line=meta_line, lines=tuple(lines)))
+
+    for idx, (lineno, text) in enumerate(numbered):
+        where = f"{p}:{lineno}"
+        data = _json_object(text)
+        if pending_bad is not None:
+            is_repairing_meta = data is not None and data.get("kind") == "meta" and data.get("torn_tail")
+            if not is_repairing_meta:
+                raise RecordingError(p, pending_bad[0], pending_bad[1])
+            t = TornLine(pending_bad[0], pending_bad[1])
+            torn.append(t)
+            if on_torn is not None:
+                on_torn(t)
+            pending_bad = None
+        if data is not None and data.get("kind") == "void":
+            _check_version(p, lineno, data.get("v"))
+            first, last = data.get("first"), data.get("last")
+            if not isinstance(first, int) or not isinstance(last, int) or last < first:
+                raise RecordingError(p, lineno, "a void line needs integer 'first' <= 'last'")
+            if check_sequence and expected_seq is not None and first != expected_seq:
+                raise RecordingError(p, lineno, f"sequence gap: expected seq {expected_seq}, found void from {first}")
+            voids.append((first, last))
+            expected_seq = last + 1
+            continue
+        if data is not None and data.get("kind") == "meta":
+            _check_version(p, lineno, data.get("v"))
+            sid = data.get("session_id")
+            if session_id is not None and isinstance(sid, str) and sid != session_id:
+                raise RecordingError(p, lineno, f"meta line for session {sid!r} in the recording of {session_id!r}")
+            flush()
+            meta, meta_line, lines = data, lineno, []
+            if isinstance(sid, str):
+                session_id = sid
+            continue
+        try:
+            if data is None:
+                # Tell a torn line apart from JSON that is not an object.
+                try:
+                    json.loads(text)
+                except ValueError as exc:
+                    raise CodecError(f"malformed JSON: {exc}", where=where) from None
+                raise CodecError("a recording line must be a JSON object", where=where)
+            _check_version(p, lineno, data.get("v"))
+            env, extra = decode_envelope(text, where=where)
+        except CodecError as exc:
+            last = idx == len(numbered) - 1
+            if data is None and last and not ends_with_newline:
+                t = TornLine(lineno, f"torn last line ({_short(str(exc))})")
+                torn.append(t)
+                if on_torn is not None:
+                    on_torn(t)
+                continue
+            if data is None:
+                pending_bad = (lineno, _strip_where(str(exc), where))
+                continue
+            raise RecordingError(p, lineno, _strip_where(str(exc), where)) from None
+        if session_id is None:
+            session_id = env.session_id
+        elif env.session_id != session_id:
+            raise RecordingError(p, lineno, f"message of session {env.session_id!r} in the recording of {session_id!r}")
+        if check_sequence and expected_seq is not None and env.seq != expected_seq:
+            raise RecordingError(p, lineno, f"sequence gap: expected seq {expected_seq}, found {env.seq}")
+        expected_seq = env.seq + 1
+        wall = extra.get("wall")
+        lines.append(RecordedLine(line=lineno, env=env, wall=wall if isinstance(wall, str) else None))
+    if pending_bad is not None:
+        raise RecordingError(p, pending_bad[0], pending_bad[1])
+    flush()
+    return Recording(path=p, segments=tuple(segments), torn=tuple(torn), voids=tuple(voids))
+
+
+def _check_version(p: Path, lineno: int, version: Any) -> None:
+    if version == FORMAT_VERSION:
+        return
+    if isinstance(version, int) and version > FORMAT_VERSION:
+        raise RecordingError(
+            p, lineno, f"format version {version} is newer than this agentbus reads ({FORMAT_VERSION}); upgrade agentbus"
+        )
+    raise RecordingError(p, lineno, f"unsupported format version {version!r}")
+
+
+def _strip_where(message: str, where: str) -> str:
+    prefix = f"{where}: "
+    return message[len(prefix) :] if message.startswith(prefix) else message
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def iter_recordings(data_dir: Path) -> Iterable[Path]:
+    """Every recording file in ``data_dir`` (any order)."""
+    folder = sessions_dir(data_dir)
+    try:
+        return [p for p in folder.iterdir() if p.suffix == ".jsonl" and p.is_file()]
+    except FileNotFoundError:
+        return []
+
+
+__all__ = [
+    "REDACTED",
+    "SYNC_POINTS",
+    "FileSink",
+    "RecordedLine",
+    "RecorderActor",
+    "RecorderError",
+    "Recording",
+    "RecordingError",
+    "Scrubber",
+    "Segment",
+    "Sink",
+    "Tail",
+    "TornLine",
+    "default_data_dir",
+    "encode_line",
+    "iter_recordings",
+    "load_recording",
+    "parse_recording",
+    "read_tail",
+    "recorder_error_in",
+    "recording_path",
+    "secrets_from_env",
+    "sessions_dir",
+    "wall_clock_iso",
+]

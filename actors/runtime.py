@@ -2,12 +2,14 @@
 
 This is the only module (besides the entry points) that sees several actors. Each
 session gets a session actor, a turn actor, a tool scheduler, one executor per tool
-kind and a recorder; the model gateway is shared by every session of the process.
+kind, a recorder, and (``loop_detection``) a loop detector; the model gateway is shared
+by every session of the process.
 Addresses are ``<role>:<session id>``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,8 @@ import trio
 from bus import Bus
 from bus.messages import OpenSession
 
+from .hooks import HookConfig, HookRunnerActor
+from .loops import LoopDetectorActor, LoopWiring
 from .recorder import RecorderActor
 from .scheduler import PolicyLike, SchedulerActor, SchedulerWiring, ToolSpec
 from .session import SessionActor, SessionWiring
@@ -44,10 +48,51 @@ class SessionConfig:
     history: tuple[Any, ...] = ()
     recording: Path | None = None
     gateway_address: str = "gateway"
+    file_access_address: str | None = None
+    """A client that serves the session's files (``ReadTextFile``/``WriteTextFile``,
+    e.g. an ACP editor); None: tools use the local disk."""
     interactive: bool = False
     max_session_turns: int = -1
     wall_ms: Callable[[], int] | None = None
     registered_names: tuple[str, ...] = ()
+    hooks: HookConfig | None = None
+    """Configured hooks; a hook runner actor starts when there are any."""
+    loop_detection: bool = False
+    """Start the loop detector (``not model.disableLoopDetection``; entry points turn it
+    on from settings). Off by default so that recordings made without the detector
+    replay as they were."""
+    compression_threshold: float | None = None
+    """``model.compressionThreshold`` (unset: 0.5 of the model's token limit)."""
+    skip_next_speaker_check: bool = True
+    """``model.skipNextSpeakerCheck`` (Gemini CLI's default: skip)."""
+    truncate_tool_output_threshold: int = 40_000
+    """``tools.truncateToolOutputThreshold``."""
+
+
+def guard_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The turn guards' ``SessionConfig`` fields from settings.json (Gemini CLI's
+    defaults for what is missing or malformed)."""
+
+    def get(dotted: str) -> Any:
+        node: Any = settings
+        for key in dotted.split("."):
+            if not isinstance(node, Mapping) or key not in node:
+                return None
+            node = node[key]
+        return node
+
+    threshold = get("model.compressionThreshold")
+    truncate = get("tools.truncateToolOutputThreshold")
+    return {
+        "loop_detection": get("model.disableLoopDetection") is not True,
+        "compression_threshold": float(threshold)
+        if isinstance(threshold, int | float) and not isinstance(threshold, bool)
+        else None,
+        "skip_next_speaker_check": get("model.skipNextSpeakerCheck") is not False,
+        "truncate_tool_output_threshold": int(truncate)
+        if isinstance(truncate, int | float) and not isinstance(truncate, bool)
+        else 40_000,
+    }
 
 
 @attrs.frozen(kw_only=True)
@@ -56,14 +101,20 @@ class SessionAddresses:
     turn: str
     scheduler: str
     executors: Mapping[str, str]
+    hooks: str | None = None
+    loops: str | None = None
 
 
-def addresses_for(session_id: str, kinds: Sequence[str]) -> SessionAddresses:
+def addresses_for(
+    session_id: str, kinds: Sequence[str], *, hooks: bool = False, loops: bool = False
+) -> SessionAddresses:
     return SessionAddresses(
         session=f"session:{session_id}",
         turn=f"turn:{session_id}",
         scheduler=f"scheduler:{session_id}",
         executors={k: f"exec.{k}:{session_id}" for k in kinds},
+        hooks=f"hooks:{session_id}" if hooks else None,
+        loops=f"loops:{session_id}" if loops else None,
     )
 
 
@@ -102,10 +153,27 @@ async def supervise_session(
     and propagates.
     """
     kinds = sorted({cfg.executor_of(t) for t in cfg.tools.values()})
-    addrs = addresses_for(cfg.session_id, kinds)
+    hooks = cfg.hooks if cfg.hooks is not None and cfg.hooks.hook_count else None
+    addrs = addresses_for(cfg.session_id, kinds, hooks=hooks is not None, loops=cfg.loop_detection)
+    has_hooks = hooks.has_hooks if hooks is not None else (lambda event, target: False)
     async with trio.open_nursery() as nursery:
+        if hooks is not None:
+            assert addrs.hooks is not None
+            await nursery.start(
+                HookRunnerActor(
+                    bus,
+                    session_id=cfg.session_id,
+                    address=addrs.hooks,
+                    config=hooks,
+                    cwd=str(cfg.env.workspace),
+                    transcript_path=str(cfg.recording or ""),
+                ).run
+            )
         if cfg.recording is not None:
-            await nursery.start(RecorderActor(bus, session_id=cfg.session_id, path=cfg.recording).run)
+            # First, so that it is the session's first observer (see actors/recorder.py).
+            await nursery.start(
+                RecorderActor(bus, session_id=cfg.session_id, path=cfg.recording, meta=recording_meta(cfg)).run
+            )
         for kind in kinds:
             tools = {n: t for n, t in cfg.tools.items() if cfg.executor_of(t) == kind}
             await nursery.start(
@@ -115,6 +183,7 @@ async def supervise_session(
                     tools=tools,
                     env=cfg.env,
                     gateway_address=cfg.gateway_address,
+                    file_access_address=cfg.file_access_address,
                 ).run
             )
         await nursery.start(
@@ -127,9 +196,18 @@ async def supervise_session(
                     policy=cfg.policy,
                     model=lambda: cfg.model,
                     registered_names=cfg.registered_names or tuple(cfg.tools),
+                    hooks_address=addrs.hooks,
+                    has_hooks=has_hooks,
                 ),
             ).run
         )
+        if addrs.loops is not None:
+            await nursery.start(
+                LoopDetectorActor(
+                    bus,
+                    LoopWiring(session_id=cfg.session_id, address=addrs.loops, gateway_address=cfg.gateway_address),
+                ).run
+            )
         turn_kwargs: dict[str, Any] = {}
         if cfg.wall_ms is not None:
             turn_kwargs["wall_ms"] = cfg.wall_ms
@@ -147,6 +225,13 @@ async def supervise_session(
                     classifier_choice=cfg.classifier_choice,
                     classifier_request=cfg.classifier_request,
                     interactive=cfg.interactive,
+                    hooks_address=addrs.hooks,
+                    has_hooks=has_hooks,
+                    loops_address=addrs.loops,
+                    compression_threshold=cfg.compression_threshold,
+                    skip_next_speaker_check=cfg.skip_next_speaker_check,
+                    project_temp_dir=str(cfg.env.project_temp_dir),
+                    truncate_tool_output_threshold=cfg.truncate_tool_output_threshold,
                     **turn_kwargs,
                 ),
             ).run
@@ -173,6 +258,28 @@ async def supervise_session(
         await done.wait()
         for address in (addrs.turn, addrs.scheduler, *addrs.executors.values()):
             bus.disconnect(address)
+        if addrs.hooks is not None:
+            bus.disconnect(addrs.hooks)
+        if addrs.loops is not None:
+            bus.disconnect(addrs.loops)
+
+
+def recording_meta(cfg: SessionConfig) -> dict[str, Any]:
+    """What a recording's meta line says about the session (listing, replay)."""
+    return {
+        "workspace": str(cfg.env.workspace),
+        "model": cfg.model,
+        "approval_mode": cfg.approval_mode,
+        "interactive": cfg.interactive,
+        "max_session_turns": cfg.max_session_turns,
+        "loop_detection": cfg.loop_detection,
+        "compression_threshold": cfg.compression_threshold,
+        "skip_next_speaker_check": cfg.skip_next_speaker_check,
+        "truncate_tool_output_threshold": cfg.truncate_tool_output_threshold,
+        "hooks": bool(cfg.hooks is not None and cfg.hooks.hook_count),
+        "tools": list(cfg.registered_names or tuple(cfg.tools)),
+        "pid": os.getpid(),
+    }
 
 
 def open_session_message(cfg: SessionConfig) -> OpenSession:

@@ -1,12 +1,14 @@
 """The session actor: one conversation.
 
-Accepts: ``OpenSession``, ``SubmitPrompt``, ``CancelTurn``, ``CloseSession`` from
-clients; ``TurnEnded`` and ``TurnCancelAcknowledged`` from the turn actor.
-Emits: ``SessionOpened``, ``PromptQueued``, ``StartTurn`` to the turn actor,
+Accepts: ``OpenSession``, ``SubmitPrompt``, ``CancelTurn``, ``ConfigureSession``,
+``CloseSession`` from clients; ``TurnEnded``, ``HistoryCompressed`` (the conversation is replaced by its
+compressed form) and ``TurnCancelAcknowledged`` from the turn actor.
+Emits: ``SessionOpened``, ``PromptQueued``, ``SessionConfigured``, ``StartTurn`` to the turn actor,
 ``CancelTurn`` forwarded to it, ``TurnCancelAcknowledged`` and ``SessionClosed`` for
 clients.
 Owns: the history (Gemini ``Content`` list), the prompt queue, the settings of the
-session (model, approval mode) and its counters (model requests made).
+session (model, approval mode) and its counters (model turns made, the last prompt's
+token count, whether a compression inflated).
 Stops: on ``CloseSession`` (a running turn is cancelled first; ``SessionClosed`` is its
 last message), when its inbox closes, or by its supervisor's cancel.
 """
@@ -23,9 +25,12 @@ from bus import Bus, Port
 from bus.messages import (
     CancelTurn,
     CloseSession,
+    ConfigureSession,
+    HistoryCompressed,
     OpenSession,
     PromptQueued,
     SessionClosed,
+    SessionConfigured,
     SessionOpened,
     StartTurn,
     SubmitPrompt,
@@ -54,6 +59,9 @@ class SessionState:
     queue: collections.deque[SubmitPrompt] = attrs.field(factory=collections.deque)
     running_turn: str | None = None
     model_requests: int = 0
+    last_prompt_token_count: int = -1
+    """Prompt tokens of the last successful model request (-1: estimate from history)."""
+    compression_failed: bool = False
     closing: str | None = None
 
 
@@ -97,18 +105,42 @@ class SessionActor:
                                     position=len(st.queue),
                                 )
                             )
+                    case ConfigureSession():
+                        # Applies from the next turn (a running turn keeps its settings).
+                        if msg.approval_mode is not None:
+                            st.approval_mode = msg.approval_mode
+                        if msg.model is not None:
+                            st.model = msg.model
+                        await port.publish(
+                            SessionConfigured(
+                                session_id=self.w.session_id,
+                                request_id=msg.request_id,
+                                approval_mode=st.approval_mode,
+                                model=st.model,
+                                requested_by=msg.requested_by,
+                            )
+                        )
                     case CancelTurn():
                         await port.send(
                             attrs.evolve(msg, turn_id=msg.turn_id or st.running_turn),
                             to=self.w.turn_address,
                         )
                     case TurnEnded():
+                        if msg.history_reset:
+                            st.history = [h for h in st.history if _is_environment_context(h)]
                         st.history.extend(msg.history_added)
                         st.model_requests += msg.model_requests
+                        st.last_prompt_token_count = -1 if msg.history_reset else msg.last_prompt_token_count
+                        st.compression_failed = msg.compression_failed
                         st.running_turn = None
                         if st.closing is not None:
                             break
                         await self._start_next(port)
+                    case HistoryCompressed():
+                        # The running turn compressed the conversation; its later
+                        # additions come with its TurnEnded.
+                        if msg.history:
+                            st.history = list(msg.history)
                     case TurnCancelAcknowledged():
                         await port.publish(msg)
                     case CloseSession():
@@ -150,6 +182,13 @@ class SessionActor:
                 parts=prompt.parts,
                 session_turns_used=st.model_requests,
                 max_session_turns=self.w.max_session_turns,
+                last_prompt_token_count=st.last_prompt_token_count,
+                compression_failed=st.compression_failed,
             ),
             to=self.w.turn_address,
         )
+
+
+def _is_environment_context(content: Any) -> bool:
+    parts = list(content.get("parts") or [])
+    return bool(parts) and str(parts[0].get("text", "")).startswith("<session_context>")

@@ -16,7 +16,7 @@ import attrs
 
 from . import messages
 
-GROUPS = ("session", "turn", "model", "tools", "control")
+GROUPS = ("session", "turn", "model", "tools", "hooks", "control", "client")
 
 
 def _type_name(field: attrs.Attribute) -> str:  # type: ignore[type-arg]

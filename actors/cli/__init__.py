@@ -10,9 +10,26 @@ SUBCOMMANDS = ("daemon", "chat", "acp", "replay", "tool")
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "replay":
+        from ..replay import main as replay_main
+
+        return replay_main(args[1:])
+    if args and args[0] == "daemon":
+        from ..daemon import main as daemon_main
+
+        return daemon_main(args[1:])
+    if args and args[0] == "chat":
+        from ..chat import main as chat_main
+
+        return chat_main(args[1:])
+    if args and args[0] == "acp":
+        from ..acp import main as acp_main
+
+        return acp_main(args[1:])
     if args and args[0] in SUBCOMMANDS:
         sys.stderr.write(f"agentbus {args[0]}: not available in this version yet\n")
         return 2
+    from ..recorder import RecorderError, recorder_error_in
     from ._args import build_parser, parse_headless
     from ._errors import FatalError, UsageError
     from ._headless import report_fatal, run_headless, workspace_settings
@@ -27,10 +44,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"{exc.message}\n\n")
         build_parser().print_help(sys.stderr)
         return exc.exit_code
+    if parsed.list_sessions or parsed.delete_session is not None:
+        from ._sessions import session_command
+
+        return session_command(parsed)
     try:
         return run_headless(parsed, settings)
     except KeyboardInterrupt:
         return 130
+    except (RecorderError, BaseExceptionGroup) as exc:
+        # A recording that cannot be written stops the session, loudly.
+        failure = recorder_error_in(exc)
+        if failure is None:
+            raise
+        sys.stderr.write(f"agentbus: {failure}; the session was stopped\n")
+        return 1
 
 
 def console_main() -> None:

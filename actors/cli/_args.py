@@ -103,12 +103,33 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _check_session_flags(ns: argparse.Namespace) -> None:
+    """Gemini CLI's coercions and checks of ``--session-id`` and ``--resume``."""
+    if ns.session_id is not None:
+        sid = ns.session_id.strip()
+        if not sid:
+            raise UsageError("The --session-id option cannot be empty.")
+        if not re.match(r"^[a-zA-Z0-9_-]+$", sid):
+            raise UsageError(
+                f'Invalid session ID "{sid}": Only alphanumeric characters, dashes, and underscores are allowed.'
+            )
+        ns.session_id = sid
+    if ns.resume is not None:
+        ns.resume = ns.resume.strip() or "latest"
+    if ns.resume is not None and ns.session_id is not None:
+        raise UsageError(
+            "The flags --resume, --session-id, and --session-file are mutually exclusive. "
+            "Please provide only one."
+        )
+
+
 def parse_headless(argv: Sequence[str]) -> HeadlessArgs:
     ns, rest = build_parser().parse_known_args(list(argv))
     unknown = [a for a in rest if a.startswith("-") and a != "-"]
     if unknown:
         raise UsageError(_unknown_message(unknown))
     ns.query = [*ns.query, *rest]
+    _check_session_flags(ns)
     if ns.prompt is not None and ns.query:
         raise UsageError("Cannot use both a positional prompt and the --prompt (-p) flag together")
     if ns.yolo and ns.approval_mode:

@@ -9,7 +9,6 @@ the run ends after the turn's cancelled end with exit code 130.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import sys
 import time
@@ -22,9 +21,12 @@ import attrs
 import trio
 
 from bus import Bus
+from bus._json import thaw
 from bus.messages import (
     CancelTurn,
     CloseSession,
+    HooksFinished,
+    RunHooks,
     SessionClosed,
     SubmitPrompt,
     TurnEnded,
@@ -41,14 +43,15 @@ from ..gateway import (
     FakeResponsesError,
     GatewayActor,
 )
+from ..hooks import HookConfig
 from ..recorder import default_data_dir
-from ..scheduler._policy import PolicyEngine, PolicyFileError
-from ..tools import builtin_tools, executor_kind
+from ..scheduler._policy import PolicyEngine
+from ..tools import executor_kind
 from ..tools._base import Tool, ToolEnv
-from . import _settings
+from . import _sessions, _settings
 from ._args import HeadlessArgs
 from ._at_command import expand_at_references
-from ._context import SYSTEM_INSTRUCTION, session_context
+from ._context import session_context
 from ._errors import FatalAuthenticationError, FatalError, FatalInputError
 from ._models import (
     classifier_choice,
@@ -56,8 +59,13 @@ from ._models import (
     resolve_model,
 )
 from ._output import HeadlessPrinter
-
-APPROVAL_ALIASES = {"autoEdit": "auto_edit"}
+from ._setup import (
+    approval_mode_from,
+    model_from,
+    print_warnings,
+    request_config_for,
+    session_setup,
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -71,7 +79,7 @@ class Prepared:
     model: str
     approval_mode: str
     user_input: str
-    parts: tuple[Any, ...]
+    hooks: HookConfig
     backend: Backend
     tools: Mapping[str, Tool]
     registered_names: tuple[str, ...]
@@ -80,11 +88,6 @@ class Prepared:
     recording: Path | None
     max_session_turns: int
     history: tuple[Any, ...]
-
-
-def project_slug(workspace: Path) -> str:
-    slug = re.sub(r"[^a-z0-9._-]+", "-", workspace.name.lower()).strip("-")
-    return slug or "project"
 
 
 def workspace_settings() -> dict[str, Any]:
@@ -96,6 +99,8 @@ def prepare(
 ) -> Prepared:
     """Resolve flags, settings, input and backend; raise ``FatalError`` on bad input."""
     workspace = Path(os.getcwd()).resolve()
+    # --session-id / --resume first, as Gemini CLI resolves them before anything else.
+    session_id, resumed = _sessions.session_for_run(args, workspace)
     uses_fake = bool(args.fake_responses or args.fake_responses_non_strict)
     check_auth(settings, os.environ, fake_model=uses_fake)
 
@@ -108,61 +113,26 @@ def prepare(
             "or using the --prompt option."
         )
 
-    approval = args.approval_mode or ("yolo" if args.yolo else None)
-    if approval is None:
-        configured = _settings.get(settings, "general.defaultApprovalMode")
-        approval = APPROVAL_ALIASES.get(configured, configured) if configured in (
-            "default",
-            "auto_edit",
-            "autoEdit",
-            "plan",
-        ) else "default"
-
-    model = (
-        (args.model or os.environ.get("GEMINI_MODEL") or _settings.get(settings, "model.name") or "")
-        .strip()
-        or "auto"
-    )
-
-    backend = make_backend(args)
-    session_id = args.session_id or str(uuid.uuid4())
-    home = _settings.gemini_home()
-    env = ToolEnv(
+    approval = approval_mode_from(args.approval_mode, args.yolo, settings)
+    model = model_from(args.model, settings)
+    backend = make_backend(args, settings)
+    setup = session_setup(
         workspace=workspace,
-        project_temp_dir=home / ".gemini" / "tmp" / project_slug(workspace),
+        settings=settings,
         session_id=session_id,
         model=model,
-        settings=settings,
+        approval_mode=approval,
+        interactive=False,
+        policy_paths=args.policy,
+        allowed_tools=args.allowed_tools,
     )
-    all_tools = {t.name: t for t in builtin_tools(model)}
-    try:
-        policy, warnings = PolicyEngine.build(
-            approval_mode=approval,
-            interactive=False,
-            settings=settings,
-            policy_paths=[Path(p) for p in args.policy],
-            user_policy_dir=home / ".gemini" / "policies",
-            workspace_policy_dir=workspace / ".gemini" / "policies",
-            allowed_tools=args.allowed_tools,
-            known_tools=tuple(all_tools),
-        )
-    except PolicyFileError as exc:
-        raise FatalError(str(exc), exit_code=1) from None
-    for warning in warnings:
-        sys.stderr.write(f"Warning: {warning}\n")
-    excluded = policy.excluded_tools(all_tools, approval_mode=approval)
-    core = _settings.get(settings, "tools.core")
-    tools = {
-        n: t
-        for n, t in all_tools.items()
-        if n not in excluded and (not isinstance(core, list) or n in core)
-    }
-
-    parts = expand_at_references(prompt, workspace)
+    print_warnings(setup)
+    env, tools, policy, hooks = setup.env, setup.tools, setup.policy, setup.hooks
     data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
     max_turns = _settings.get(settings, "model.maxSessionTurns", -1)
     history = (
         {"role": "user", "parts": [{"text": session_context(workspace, env.project_temp_dir)}]},
+        *resumed,  # a resumed session's conversation, rebuilt from its recording
     )
     return Prepared(
         args=args,
@@ -172,7 +142,7 @@ def prepare(
         model=model,
         approval_mode=approval,
         user_input=prompt,
-        parts=tuple(parts),
+        hooks=hooks,
         backend=backend,
         tools=tools,
         registered_names=tuple(tools),
@@ -232,43 +202,42 @@ def check_auth(settings: Mapping[str, Any], environ: Mapping[str, str], *, fake_
         )
 
 
-def make_backend(args: HeadlessArgs) -> Backend:
-    path = args.fake_responses_non_strict or args.fake_responses
-    if path is not None:
-        try:
-            return FakeResponsesBackend.from_file(path, strict=args.fake_responses_non_strict is None)
-        except FakeResponsesError as exc:
-            raise FatalError(f"agentbus: {exc}", exit_code=1) from None
-    from ..gateway import live_backend
+def make_backend(args: HeadlessArgs, settings: Mapping[str, Any] | None = None) -> Backend:
+    """The model backend: a fake-responses file (served over HTTP through the real SDK
+    when ``AGENTBUS_FAKE_RESPONSES_OVER_HTTP=1``), else google-genai; recorded with
+    ``--record-responses``. Retries follow ``general.maxAttempts``."""
+    from ..gateway import (
+        RecordingBackend,
+        RetryPolicy,
+        fake_responses_over_http,
+        live_backend,
+        load_fake_responses,
+        over_http_requested,
+    )
 
+    settings = settings or {}
+    retry = RetryPolicy.from_settings(_settings.get(settings, "general.maxAttempts"))
+    path = args.fake_responses_non_strict or args.fake_responses
+    strict = args.fake_responses_non_strict is None
+    backend: Backend
     try:
-        return live_backend()
+        if path is not None and over_http_requested():
+            load_fake_responses(path)  # the same checks, the same messages
+            backend = fake_responses_over_http(path, strict=strict, retry_policy=retry)
+        elif path is not None:
+            fake = FakeResponsesBackend.from_file(path, strict=strict)
+            fake.retry_policy = retry
+            backend = fake
+        else:
+            auth = _settings.get(settings, "security.auth.selectedType") or auth_type_from_env(os.environ)
+            backend = live_backend(auth_type=auth, retry_policy=retry)
+    except FakeResponsesError as exc:
+        raise FatalError(f"agentbus: {exc}", exit_code=1) from None
     except BackendError as exc:
         raise FatalError(exc.message, exit_code=1) from None
-
-
-def request_config_for(tools: Mapping[str, Tool]) -> Any:
-    from ..scheduler import with_wait_for_previous
-
-    def config(model: str) -> Mapping[str, Any]:
-        decls = []
-        for tool in tools.values():
-            decl = dict(tool.declaration(model))
-            schema = decl.pop("parametersJsonSchema", None) or decl.pop("parameters", None) or {}
-            decl["parametersJsonSchema"] = with_wait_for_previous(schema)
-            decls.append(decl)
-        out: dict[str, Any] = {
-            "systemInstruction": SYSTEM_INSTRUCTION,
-            "temperature": 1,
-            "topP": 0.95,
-            "topK": 64,
-            "thinkingConfig": {"includeThoughts": True},
-        }
-        if decls:
-            out["tools"] = [{"functionDeclarations": decls}]
-        return out
-
-    return config
+    if args.record_responses:
+        backend = RecordingBackend(backend, args.record_responses)
+    return backend
 
 
 async def run_prepared(p: Prepared, stdout: TextIO, stderr: TextIO) -> int:
@@ -300,21 +269,36 @@ async def run_prepared(p: Prepared, stdout: TextIO, stderr: TextIO) -> int:
         interactive=False,
         max_session_turns=p.max_session_turns,
         registered_names=p.registered_names,
+        hooks=p.hooks,
+        **runtime.guard_settings(p.settings),
     )
     exit_code = 0
     async with trio.open_nursery() as nursery:
         await nursery.start(GatewayActor(bus, p.backend).run)
-        sub = bus.subscribe(p.session_id, "headless", policy="block", capacity=1024)
         client = bus.connect(f"client:headless:{p.session_id}")
         addrs = await nursery.start(runtime.supervise_session, bus, cfg)
+        # After the supervisor: the recorder must be the session's first observer, so
+        # that what this client prints is on disk first (actors/recorder.py).
+        sub = bus.subscribe(p.session_id, "headless", policy="block", capacity=1024)
         await client.send(runtime.open_session_message(cfg), to=addrs.session)
-        printer.start(p.user_input)
+        printer.start()
+        user_input = p.user_input
+        started = await run_hooks(client, addrs, p.session_id, "SessionStart", "startup", {"source": "startup"})
+        context = additional_context(started)
+        if context:
+            # Headless Gemini CLI puts SessionStart context in front of the prompt.
+            user_input = f"<hook_context>{context}</hook_context>\n\n{user_input}"
+        printer.user_message(user_input)
         await client.send(
             SubmitPrompt(
                 session_id=p.session_id,
                 prompt_id=p.session_id,
-                parts=p.parts,
-                display_text=p.user_input,
+                parts=tuple(
+                    expand_at_references(
+                        user_input, p.workspace, env=p.env, glob_available="glob" in p.tools
+                    )
+                ),
+                display_text=user_input,
             ),
             to=addrs.session,
         )
@@ -335,6 +319,7 @@ async def run_prepared(p: Prepared, stdout: TextIO, stderr: TextIO) -> int:
                     )
                 else:
                     exit_code = printer.finish(msg)
+                await run_hooks(client, addrs, p.session_id, "SessionEnd", "exit", {"reason": "exit"})
                 await client.send(
                     CloseSession(session_id=p.session_id, reason="headless run finished"),
                     to=addrs.session,
@@ -346,6 +331,35 @@ async def run_prepared(p: Prepared, stdout: TextIO, stderr: TextIO) -> int:
         bus.disconnect(GATEWAY_ADDRESS)
         signals.stop()
     return exit_code
+
+
+async def run_hooks(
+    client: Any, addrs: runtime.SessionAddresses, session_id: str, event: str, target: str, data: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """A client-side hook point (SessionStart, SessionEnd): ask the runner, wait."""
+    if addrs.hooks is None:
+        return None
+    rid = new_id()
+    await client.send(
+        RunHooks(session_id=session_id, request_id=rid, reply_to=client.address, event=event, target=target, input=data),
+        to=addrs.hooks,
+    )
+    while True:
+        msg = (await client.receive()).message
+        if isinstance(msg, HooksFinished) and msg.request_id == rid:
+            out = thaw(msg.output)
+            return out if isinstance(out, dict) else None
+
+
+def additional_context(output: Mapping[str, Any] | None) -> str:
+    if not output:
+        return ""
+    value = (output.get("hookSpecificOutput") or {}).get("additionalContext")
+    return escape_hook_context(str(value)) if value else ""
+
+
+def escape_hook_context(text: str) -> str:
+    return text.replace("<", "&lt;").replace(">", "&gt;")
 
 
 class _SignalWatch:

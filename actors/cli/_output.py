@@ -19,6 +19,7 @@ from bus._json import thaw
 from bus.messages import (
     BatchSettled,
     GenerateRequest,
+    HookRan,
     Message,
     ModelChunk,
     ModelFailed,
@@ -133,7 +134,8 @@ class Stats:
 
     def on_settled(self, settled: BatchSettled) -> None:
         t = self.tools
-        for call in settled.calls:
+        executions = [run for call in settled.calls for run in (*call.replaced, call)]
+        for call in executions:
             t["totalCalls"] += 1
             ok = call.status != "error"
             t["totalSuccess" if ok else "totalFail"] += 1
@@ -213,6 +215,7 @@ class HeadlessPrinter:
         self.invalid_stream: str | None = None
         self._at_line_start = True
         self.model: str = requested_model
+        self.stop_message: str | None = None
 
     # -- writing -------------------------------------------------------------------
     def emit(self, event: dict[str, Any]) -> None:
@@ -232,18 +235,24 @@ class HeadlessPrinter:
             self.write_text("\n")
 
     # -- the run ---------------------------------------------------------------------
-    def start(self, user_input: str) -> None:
+    def start(self) -> None:
         if self.fmt == "stream-json":
             self.emit({"type": "init", "session_id": self.session_id, "model": self.requested_model})
+
+    def user_message(self, user_input: str) -> None:
+        if self.fmt == "stream-json":
             self.emit({"type": "message", "role": "user", "content": user_input})
 
     def on(self, msg: Message) -> None:
         match msg:
             case GenerateRequest():
                 self.stats.on_request(msg)
-                if msg.role == "main":
-                    # -o json reports the text of the last model turn only (Gemini CLI).
-                    self.response_text = []
+            case HookRan():
+                out = thaw(msg.output)
+                if isinstance(out, dict) and out.get("systemMessage") and not out.get("suppressOutput"):
+                    if msg.event == "SessionStart":
+                        self.err.write(f"{out['systemMessage']}\n")
+                    self.err.write(f"Hook system message: {out['systemMessage']}\n")
             case ModelChunk():
                 self.stats.on_chunk(msg)
             case ModelFinished():
@@ -279,7 +288,12 @@ class HeadlessPrinter:
                     self.ensure_newline()
             case BatchSettled():
                 self.stats.on_settled(msg)
+                # -o json reports the text after the last tool batch only (Gemini CLI
+                # resets it on each round of its tool loop).
+                self.response_text = []
                 for call in msg.calls:
+                    if call.error_type == "stop_execution" and call.error_message:
+                        self.stop_message = call.error_message
                     if call.status == "error":
                         display = thaw(call.result_display)
                         shown = display if isinstance(display, str) and display else call.error_message
@@ -306,29 +320,37 @@ class HeadlessPrinter:
                 pass
 
     def _notice(self, msg: TurnNotice) -> None:
-        if msg.kind == "invalid_stream":
-            self.invalid_stream = msg.message
-            if self.fmt == "stream-json":
-                self.emit({"type": "error", "severity": "error", "message": msg.message})
-            elif self.fmt == "text":
-                self.err.write(f"[ERROR] {msg.message}\n")
-            return
+        """Gemini CLI's headless handling of each turn event (nonInteractiveCli.ts)."""
         text = msg.message
-        if msg.kind == "agent_blocked":
+        if msg.kind == "invalid_stream":
+            self.invalid_stream = text
+            if self.fmt == "stream-json":
+                self.emit({"type": "error", "severity": "error", "message": text})
+            elif self.fmt == "text":
+                self.err.write(f"[ERROR] {text}\n")
+        elif msg.kind == "agent_stopped":
+            if self.fmt == "text":
+                self.err.write(f"{text}\n")
+            self.warnings.append(text)
+        elif msg.kind == "agent_blocked":
             if self.fmt == "text":
                 self.err.write(f"[WARNING] {text}\n")
             elif self.fmt == "stream-json":
                 self.emit({"type": "error", "severity": "warning", "message": strip_ansi(text)})
-        elif self.fmt == "stream-json":
-            self.emit({"type": "error", "severity": msg.severity, "message": text})
-        self.warnings.append(text)
+            self.warnings.append(text)
+        elif msg.kind in ("chat_compressed", "context_window_will_overflow"):
+            pass  # headless Gemini CLI shows neither
+        else:  # loop_detected, max_session_turns
+            if self.fmt == "stream-json":
+                self.emit({"type": "error", "severity": msg.severity, "message": text})
+            self.warnings.append(text)
 
     def finish(self, ended: TurnEnded) -> int:
         """Write the closing output for the turn's end; returns the exit code."""
         if ended.error is not None:
             return self.fail(ended.error)
-        if ended.stop_reason in ("stop_execution", "agent_stopped"):
-            pass  # reported by a notice; the run still succeeds
+        if ended.stop_reason == "stop_execution" and self.stop_message and self.fmt == "text":
+            self.err.write(f"Agent execution stopped: {self.stop_message}\n")
         return self.succeed()
 
     def _duration(self) -> int:

@@ -39,8 +39,10 @@ from .. import runtime
 from ..gateway import GATEWAY_ADDRESS, FakeResponsesBackend, GatewayActor
 from ..tools import executor_kind
 from ._args import parse_headless
-from ._headless import Prepared, prepare, request_config_for
+from ._at_command import expand_at_references
+from ._headless import Prepared, prepare
 from ._models import classifier_choice, classifier_request, resolve_model
+from ._setup import request_config_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SCENARIO = ROOT / "scenarios" / "demo-fix-mean"
@@ -143,6 +145,7 @@ async def run_demo(prepared: Prepared, view: DemoView) -> tuple[TurnEnded, Path 
         classifier_request=classifier_request,
         history=prepared.history,
         recording=prepared.recording,
+        hooks=prepared.hooks,
     )
     from bus.messages import ToolCallRequested
 
@@ -157,7 +160,7 @@ async def run_demo(prepared: Prepared, view: DemoView) -> tuple[TurnEnded, Path 
             SubmitPrompt(
                 session_id=prepared.session_id,
                 prompt_id=prepared.session_id,
-                parts=prepared.parts,
+                parts=tuple(expand_at_references(prepared.user_input, prepared.workspace)),
                 display_text=prepared.user_input,
             ),
             to=addrs.session,

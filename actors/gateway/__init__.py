@@ -1,29 +1,95 @@
-"""Model gateway actor and its backends (fake responses; google-genai in a later step)."""
+"""Model gateway actor and its backends: fake responses, google-genai (live), recording.
+
+``live_backend()`` and ``GenaiBackend`` import google-genai (and trio-asyncio) only when
+called, so runs with ``--fake-responses`` never load them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ._actor import GATEWAY_ADDRESS, GatewayActor
-from ._backend import Backend, BackendError, ChunkSink
+from ._backend import Backend, BackendError, ChunkSink, open_backend
 from ._fake import FakeResponsesBackend, FakeResponsesError, load_fake_responses, request_dump
+from ._recording import RecordingBackend, record_line
+from ._retry import ConnectBackoff, RetryPolicy
+
+if TYPE_CHECKING:
+    from ._genai import GenaiBackend
+
+OVER_HTTP_ENV = "AGENTBUS_FAKE_RESPONSES_OVER_HTTP"
+"""Set to ``1``: a fake-responses file is served by the fake Gemini server (in this
+process, on loopback) and reached through ``GenaiBackend`` — the real SDK over HTTP."""
 
 
-def live_backend() -> Backend:
+def live_backend(
+    environ: Mapping[str, str] | None = None,
+    *,
+    auth_type: str | None = None,
+    retry_policy: RetryPolicy | None = None,
+) -> Backend:
     """The backend for real Gemini calls (google-genai); raises ``BackendError`` when it
-    cannot be used."""
-    raise BackendError(
-        "no live model backend in this build: run with --fake-responses FILE "
-        "(the google-genai backend arrives with the gateway work)",
-        type="config",
-    )
+    cannot be used (missing key, bad base URL, google-genai not installed)."""
+    try:
+        from ._genai import GenaiBackend
+    except ImportError as exc:
+        raise BackendError(
+            f"the live model backend needs google-genai and trio-asyncio ({exc}): "
+            "pip install 'agentbus[genai]'",
+            type="config",
+        ) from None
+
+    return GenaiBackend.from_env(environ, auth_type=auth_type, retry_policy=retry_policy)
+
+
+def fake_responses_over_http(path: str | Path, *, strict: bool = True, retry_policy: RetryPolicy | None = None) -> Backend:
+    """Test harness for ``AGENTBUS_FAKE_RESPONSES_OVER_HTTP``: the fake server lives in
+    ``tests/fakes`` of the source checkout, which must be present."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "tests" / "fakes" / "over_http.py").is_file():
+        raise BackendError(f"{OVER_HTTP_ENV} needs the agentbus source checkout (tests/fakes)", type="config")
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    module: Any = importlib.import_module("tests.fakes.over_http")
+    backend: Backend = module.OverHttpBackend(path, strict=strict, retry_policy=retry_policy)
+    return backend
+
+
+def over_http_requested(environ: Mapping[str, str] | None = None) -> bool:
+    return (os.environ if environ is None else environ).get(OVER_HTTP_ENV) == "1"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "GenaiBackend":
+        from ._genai import GenaiBackend
+
+        return GenaiBackend
+    raise AttributeError(name)
 
 
 __all__ = [
     "live_backend",
+    "fake_responses_over_http",
+    "over_http_requested",
+    "OVER_HTTP_ENV",
     "GATEWAY_ADDRESS",
     "Backend",
     "BackendError",
     "ChunkSink",
+    "ConnectBackoff",
     "FakeResponsesBackend",
     "FakeResponsesError",
     "GatewayActor",
+    "GenaiBackend",
+    "RecordingBackend",
+    "RetryPolicy",
     "load_fake_responses",
+    "open_backend",
+    "record_line",
     "request_dump",
 ]

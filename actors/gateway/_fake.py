@@ -15,7 +15,9 @@ Each process reads the file from its first line.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +97,9 @@ class FakeResponsesBackend:
         self._next = 0
         self.chunk_delay_s = chunk_delay_s
         """Pause before each streamed chunk after the first (demos, latency tests)."""
+        self.retry_policy: Any = None
+        """The gateway's retry constants with this backend (``general.maxAttempts``);
+        ``None``: Gemini CLI's defaults."""
 
     @classmethod
     def from_file(
@@ -130,6 +135,11 @@ class FakeResponsesBackend:
         return BackendError(
             f"No more mock responses for {request.method}, got request:\n{request_dump(request)}"
         )
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Nothing to hold open (the live backend's hook is where the asyncio loop lives)."""
+        yield
 
     async def generate(self, request: GenerateRequest, emit: ChunkSink) -> str:
         entry = self.take(request)

@@ -2,8 +2,8 @@
 
 A stream is valid when any valid chunk carries a function call, or when it has a finish
 reason other than the malformed ones and non-empty text. Otherwise it is an *invalid
-stream* of one of these types, which the gateway retries (up to 4 attempts, 1 s, 2 s,
-4 s apart) before reporting it.
+stream* of one of these types, which the gateway retries on the mid-stream layer's
+counter (up to 4 attempts, 1 s, 2 s, 4 s apart; see ``_retry``) before reporting it.
 """
 
 from __future__ import annotations
@@ -14,9 +14,6 @@ from typing import Any
 
 import attrs
 
-INVALID_STREAM_MAX_ATTEMPTS = 4
-INVALID_STREAM_INITIAL_DELAY_S = 1.0
-
 _ZERO_WIDTH = re.compile("[\u200b-\u200d\ufeff\u200e\u200f]")
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 
@@ -26,7 +23,7 @@ NUDGE_THINKING_ONLY = (
 )
 NUDGE_EMPTY = (
     "\n[System: You previously returned an empty response with no text or thoughts. "
-    "Please provide a response or call a tool now.]"
+    "Please ensure you provide your final answer or call a tool now.]"
 )
 
 

@@ -17,6 +17,7 @@ supervisor's cancel.
 from __future__ import annotations
 
 import collections
+import math
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -32,9 +33,12 @@ from bus.messages import (
     BatchCancelAcknowledged,
     BatchSettled,
     CancelBatch,
+    CancelHooks,
     CancelTool,
     CompletedCall,
+    HooksFinished,
     Message,
+    RunHooks,
     RunTool,
     ScheduleBatch,
     ToolCallRequest,
@@ -86,13 +90,23 @@ class SchedulerWiring:
     """Current model, for the multimodal response rules."""
     registered_names: tuple[str, ...] = ()
     """Registry order, for "did you mean" suggestions (defaults to ``tools`` order)."""
+    hooks_address: str | None = None
+    """The session's hook runner, when hooks are configured."""
+    has_hooks: Callable[[str, str], bool] = lambda event, target: False
 
 
 @attrs.define(eq=False)
 class _Call:
     req: ToolCallRequest
     index: int
+    args: Any = None
+    """The arguments it runs with (a BeforeTool hook may replace the request's)."""
+    name: str = ""
+    """The tool it runs (a tail call's tool); ``req.name`` is what the model asked for."""
     status: str = "validating"
+    modified_by_hook: bool = False
+    forced_ask: bool = False
+    replaced: tuple[CompletedCall, ...] = ()
     spec: ToolSpec | None = None
     result: CompletedCall | None = None
     decision: str | None = None
@@ -127,7 +141,7 @@ class SchedulerActor:
                             self._wake.set()
                         case CancelBatch():
                             await self._cancel(port, msg, env.sender)
-                        case ToolFinished() | ApprovalAnswered():
+                        case ToolFinished() | ApprovalAnswered() | HooksFinished():
                             if self._batch is not None:
                                 await self._batch.inbox_send.send(msg)
                         case _:
@@ -205,11 +219,14 @@ class _Batch:
         self.port = port
         self.batch = batch
         self.sid = batch.session_id
-        self.inbox_send, self.inbox = trio.open_memory_channel[Message](1024)
+        # Unbounded: the actor's loop must never block routing a reply to a batch.
+        self.inbox_send, self.inbox = trio.open_memory_channel[Message](math.inf)
         # update_topic calls go first (stable), as in Gemini CLI.
         ordered = sorted(batch.calls, key=lambda c: 0 if c.name == "update_topic" else 1)
-        self.calls = [_Call(req, i) for i, req in enumerate(ordered)]
+        self.calls = [_Call(req, i, args=thaw(req.args), name=req.name) for i, req in enumerate(ordered)]
         self.cancel_reason: str | None = None
+        self.deferred: collections.deque[Message] = collections.deque()
+        """Replies that arrived while the batch waited for something else (hooks)."""
 
     async def update(self, call: _Call, status: str, detail: str = "") -> None:
         call.status = status
@@ -218,7 +235,7 @@ class _Batch:
                 session_id=self.sid,
                 batch_id=self.batch.batch_id,
                 call_id=call.req.call_id,
-                name=call.req.name,
+                name=call.name,
                 status=status,
                 wave=call.wave,
                 detail=detail,
@@ -228,26 +245,28 @@ class _Batch:
     async def fail(self, call: _Call, error_type: str, message: str, display: Any = None) -> None:
         call.result = CompletedCall(
             call_id=call.req.call_id,
-            name=call.req.name,
-            args=call.req.args,
+            name=call.name,
+            args=call.args,
             status="error",
             response_parts=tuple(error_response_parts(call.req.name, call.req.call_id, message)),
             result_display=message if display is None else display,
             error_type=error_type,
             error_message=message,
             decision=call.decision,
+            replaced=call.replaced,
         )
         await self.update(call, "error", message)
 
     async def cancel_call(self, call: _Call, reason: str) -> None:
         call.result = CompletedCall(
             call_id=call.req.call_id,
-            name=call.req.name,
-            args=call.req.args,
+            name=call.name,
+            args=call.args,
             status="cancelled",
             response_parts=tuple(cancelled_response_parts(call.req.name, call.req.call_id, reason)),
             result_display=reason,
             decision=call.decision,
+            replaced=call.replaced,
         )
         await self.update(call, "cancelled", reason)
 
@@ -270,8 +289,8 @@ class _Batch:
                 wave += 1
                 continue
             members = [first]
-            if is_parallelizable(first.req.name, thaw(first.req.args)):
-                while pending and is_parallelizable(pending[0].req.name, thaw(pending[0].req.args)):
+            if is_parallelizable(first.name, first.args):
+                while pending and is_parallelizable(pending[0].name, pending[0].args):
                     nxt = pending.popleft()
                     nxt.wave = wave
                     members.append(nxt)
@@ -279,6 +298,11 @@ class _Batch:
             wave += 1
         await self._drain()
         await self.settle()
+        # A cancel can cross the settlement: take what arrived meanwhile. ``_drain``
+        # returns with the inbox empty, and nothing awaits between here and the actor
+        # forgetting this batch unless an acknowledgement is due (a later cancel then
+        # finds no batch and is acknowledged by the actor).
+        await self._drain()
         if self.cancel_reason is not None:
             await _send_quietly(
                 self.port,
@@ -289,10 +313,13 @@ class _Batch:
     async def _drain(self) -> None:
         """Take messages that arrived while nothing was waiting for them."""
         while True:
-            try:
-                msg = self.inbox.receive_nowait()
-            except trio.WouldBlock:
-                return
+            if self.deferred:
+                msg = self.deferred.popleft()
+            else:
+                try:
+                    msg = self.inbox.receive_nowait()
+                except trio.WouldBlock:
+                    return
             match msg:
                 case CancelBatch():
                     if self.cancel_reason is None:
@@ -313,26 +340,30 @@ class _Batch:
 
     async def _validate(self, call: _Call) -> None:
         """Registry and argument checks (Gemini CLI builds the invocation here)."""
-        spec = self.w.tools.get(call.req.name)
+        spec = self.w.tools.get(call.name)
         if spec is None:
             names = self.w.registered_names or tuple(self.w.tools)
-            await self.fail(call, "tool_not_registered", tool_not_found_message(call.req.name, names))
+            await self.fail(call, "tool_not_registered", tool_not_found_message(call.name, names))
             return
         call.spec = spec
-        args = thaw(call.req.args)
-        problem = schema_error(spec.schema, args)
-        if problem is None:
-            problem = spec.validate(args)
+        problem = self._check_args(spec, call.args)
         if problem is not None:
             await self.fail(call, "invalid_tool_params", problem)
 
+    @staticmethod
+    def _check_args(spec: ToolSpec, args: Any) -> str | None:
+        problem = schema_error(spec.schema, args)
+        return problem if problem is not None else spec.validate(args)
+
     async def _run_wave(self, members: list[_Call], pending: collections.deque[_Call]) -> None:
-        # 1. Policy and approvals for every call of the wave.
+        # 1. BeforeTool hooks, then policy and approvals, for every call of the wave.
         for call in members:
             if not call.terminal:
+                await self._before_tool(call)
+            if not call.terminal and self.cancel_reason is None:
                 await self._decide(call)
         while any(c.status == "awaiting_approval" for c in members):
-            msg = await self.inbox.receive()
+            msg = await self._next()
             match msg:
                 case ApprovalAnswered():
                     await self._answer(msg, members, pending)
@@ -362,18 +393,21 @@ class _Batch:
                     session_id=self.sid,
                     call_id=call.req.call_id,
                     reply_to=self.w.address,
-                    name=call.req.name,
-                    args=call.req.args,
+                    name=call.name,
+                    args=call.args,
                 ),
                 to=call.spec.executor,
             )
+        tails: list[_Call] = []
         while running:
-            msg = await self.inbox.receive()
+            msg = await self._next()
             match msg:
                 case ToolFinished():
                     finished = running.pop(msg.call_id, None)
                     if finished is not None:
-                        await self._complete(finished, msg)
+                        tail = await self._complete(finished, msg)
+                        if tail is not None:
+                            tails.append(tail)
                 case CancelBatch():
                     if self.cancel_reason is None:
                         self.cancel_reason = msg.reason
@@ -387,17 +421,86 @@ class _Batch:
                     await self._late_answer(msg)
                 case _:
                     pass
+        # 3. Tail calls asked by AfterTool hooks run next, before later waves.
+        for tail in reversed(tails):
+            pending.appendleft(tail)
+
+    async def _next(self) -> Message:
+        if self.deferred:
+            return self.deferred.popleft()
+        return await self.inbox.receive()
+
+    async def _hooks(self, event: str, target: str, data: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Run ``event``'s hooks (when any match) and wait for the aggregated output;
+        replies for other calls that arrive meanwhile are kept for later."""
+        address = self.w.hooks_address
+        if address is None or not self.w.has_hooks(event, target):
+            return None
+        rid = new_id()
+        await self.port.send(
+            RunHooks(session_id=self.sid, request_id=rid, reply_to=self.w.address, event=event, target=target, input=data),
+            to=address,
+        )
+        held: list[Message] = []
+        try:
+            while True:
+                msg = await self._next()
+                if isinstance(msg, HooksFinished) and msg.request_id == rid:
+                    out = thaw(msg.output)
+                    return out if isinstance(out, dict) else None
+                if isinstance(msg, CancelBatch) and self.cancel_reason is None:
+                    self.cancel_reason = msg.reason
+                    await self.port.send(
+                        CancelHooks(session_id=self.sid, request_id=rid, reason=msg.reason), to=address
+                    )
+                    continue
+                held.append(msg)
+        finally:
+            self.deferred.extendleft(reversed(held))
+
+    async def _before_tool(self, call: _Call) -> None:
+        out = await self._hooks("BeforeTool", call.name, {"tool_name": call.name, "tool_input": call.args})
+        if self.cancel_reason is not None:
+            await self.cancel_call(call, "Operation cancelled")
+            return
+        if out is None:
+            return
+        if out.get("continue") is False:
+            reason = hook_reason(out)
+            await self.fail(call, "stop_execution", f"Agent execution stopped by hook: {reason}")
+            return
+        if out.get("decision") in ("block", "deny"):
+            await self.fail(call, "policy_violation", f"Tool execution blocked: {hook_reason(out)}")
+            return
+        if out.get("decision") == "ask":
+            call.forced_ask = True
+        new_input = (out.get("hookSpecificOutput") or {}).get("tool_input")
+        if isinstance(new_input, Mapping) and call.spec is not None:
+            problem = self._check_args(call.spec, dict(new_input))
+            if problem is not None:
+                await self.fail(
+                    call,
+                    "invalid_tool_params",
+                    f"Tool parameter modification by hook failed validation: {problem}",
+                )
+                return
+            call.args = dict(new_input)
+            call.modified_by_hook = True
 
     async def _decide(self, call: _Call) -> None:
-        args = thaw(call.req.args)
-        verdict = self.w.policy.check(call.req.name, args, approval_mode=self.batch.approval_mode)
+        args = call.args
+        verdict = self.w.policy.check(call.name, args, approval_mode=self.batch.approval_mode)
+        if call.forced_ask and verdict.decision != "deny":
+            # A BeforeTool hook answered "ask": a person must confirm. Headless, that is
+            # a clear tool error (Gemini CLI waits forever here; see docs/differences.md).
+            verdict = _ForcedAsk()
         if verdict.decision == "allow":
             call.decision = "accept"
             await self.update(call, "scheduled")
         elif verdict.decision == "deny":
             extra = f" {verdict.deny_message}" if verdict.deny_message else ""
             await self.fail(call, "policy_violation", f"{DENIED_BY_POLICY}{extra}")
-        elif call.req.client_initiated:
+        elif call.req.client_initiated and not call.forced_ask:
             call.decision = "accept"
             await self.update(call, "scheduled")
         elif not self.batch.interactive:
@@ -406,17 +509,29 @@ class _Batch:
                 call, "unhandled_exception", confirmation_unsupported_message(call.spec.display_name)
             )
         else:
+            assert call.spec is not None
+            kind = _details_type(call.spec.kind)
+            details = {"type": kind, "title": call.spec.display_name}
+            needs = {"edit": "editing", "exec": "execution", "mcp": "MCP"}.get(kind, "information")
+            await self._hooks(
+                "Notification",
+                "ToolPermission",
+                {
+                    "notification_type": "ToolPermission",
+                    "message": f"Tool {call.spec.display_name} requires {needs}",
+                    "details": details,
+                },
+            )
             call.correlation_id = new_id()
             await self.update(call, "awaiting_approval")
-            assert call.spec is not None
             await self.port.publish(
                 ApprovalRequested(
                     session_id=self.sid,
                     batch_id=self.batch.batch_id,
                     call_id=call.req.call_id,
                     correlation_id=call.correlation_id,
-                    name=call.req.name,
-                    args=call.req.args,
+                    name=call.name,
+                    args=call.args,
                     details={"type": _details_type(call.spec.kind), "title": call.spec.display_name},
                 )
             )
@@ -446,15 +561,15 @@ class _Batch:
             return
         if outcome in ("proceed_always", "proceed_always_and_save", "proceed_always_tool"):
             prefix = None
-            if call.req.name == "run_shell_command":
-                command = str(thaw(call.req.args).get("command") or "").strip()
+            if call.name == "run_shell_command":
+                command = str(call.args.get("command") or "").strip()
                 prefix = command.split()[0] if command else None
-            self.w.policy.add_session_rule(call.req.name, command_prefix=prefix)
+            self.w.policy.add_session_rule(call.name, command_prefix=prefix)
             # Later calls of this wave that the new rule allows need no answer.
             for other in members:
                 if other is not call and other.status == "awaiting_approval":
                     verdict = self.w.policy.check(
-                        other.req.name, thaw(other.req.args), approval_mode=self.batch.approval_mode
+                        other.name, other.args, approval_mode=self.batch.approval_mode
                     )
                     if verdict.decision == "allow":
                         other.decision = "accept"
@@ -470,60 +585,143 @@ class _Batch:
             )
         )
 
-    async def _complete(self, call: _Call, done: ToolFinished) -> None:
+    async def _complete(self, call: _Call, done: ToolFinished) -> _Call | None:
+        """Settle an executed call (AfterTool hooks first); returns a tail call to run."""
         res: ToolResult = done.result
-        name, cid = call.req.name, call.req.call_id
+        name, cid = call.req.name, call.req.call_id  # responses keep the requested name
         duration = done.duration_ms
         if res.cancelled:
             reason = "User cancelled tool execution."
-            parts = function_response_parts(name, cid, thaw(res.llm_content), self.w.model())
-            has_output = bool(thaw(res.llm_content))
-            if has_output:
+            llm = thaw(res.llm_content)
+            if llm:
+                parts = function_response_parts(name, cid, llm, self.w.model())
                 parts[0]["functionResponse"]["response"]["error"] = f"[Operation Cancelled] {reason}"
             else:
                 parts = error_response_parts(name, cid, f"[Operation Cancelled] {reason}")
             call.result = CompletedCall(
                 call_id=cid,
-                name=name,
-                args=call.req.args,
+                name=call.name,
+                args=call.args,
                 status="cancelled",
                 response_parts=tuple(parts),
                 result_display=res.return_display,
                 duration_ms=duration,
                 decision=call.decision,
                 output_file=res.output_file,
+                replaced=call.replaced,
             )
             await self.update(call, "cancelled", reason)
-            return
-        if res.error_type is not None or res.error_message is not None:
-            message = res.error_message or "Unknown error"
+            return None
+        llm_content = thaw(res.llm_content)
+        display = thaw(res.return_display)
+        error_type, error_message = res.error_type, res.error_message
+        tail_request: Mapping[str, Any] | None = None
+        after = await self._hooks(
+            "AfterTool",
+            call.name,
+            {
+                "tool_name": call.name,
+                "tool_input": call.args,
+                "tool_response": {
+                    "llmContent": llm_content,
+                    "returnDisplay": display,
+                    **(
+                        {"error": {"message": error_message, "type": error_type}}
+                        if error_type is not None or error_message is not None
+                        else {}
+                    ),
+                },
+            },
+        )
+        if after is not None:
+            if after.get("continue") is False:
+                reason = hook_reason(after)
+                display = f"Agent execution stopped by hook: {reason}"
+                error_type, error_message = "stop_execution", reason
+            elif after.get("decision") in ("block", "deny"):
+                reason = hook_reason(after)
+                display = f"Tool result blocked: {reason}"
+                error_type, error_message = "execution_failed", reason
+            else:
+                specific = after.get("hookSpecificOutput") or {}
+                context = specific.get("additionalContext")
+                if context:
+                    llm_content = _append_text(llm_content, f"\n\n<hook_context>{context}</hook_context>")
+                tail = specific.get("tailToolCallRequest")
+                if isinstance(tail, Mapping) and tail.get("name"):
+                    tail_request = tail
+        if call.modified_by_hook:
+            llm_content = _append_text(
+                llm_content, "\n\n[System] Tool input parameters were modified by a hook before execution."
+            )
+        if error_type is not None or error_message is not None:
+            message = error_message or "Unknown error"
             call.result = CompletedCall(
                 call_id=cid,
-                name=name,
-                args=call.req.args,
+                name=call.name,
+                args=call.args,
                 status="error",
                 response_parts=tuple(error_response_parts(name, cid, message)),
-                result_display=res.return_display if isinstance(res.return_display, str) and res.return_display else message,
-                error_type=res.error_type or "unknown",
+                result_display=display if isinstance(display, str) and display else message,
+                error_type=error_type or "unknown",
                 error_message=message,
                 duration_ms=duration,
                 decision=call.decision,
                 output_file=res.output_file,
+                replaced=call.replaced,
             )
             await self.update(call, "error", message)
-            return
-        call.result = CompletedCall(
-            call_id=cid,
-            name=name,
-            args=call.req.args,
-            status="success",
-            response_parts=tuple(function_response_parts(name, cid, thaw(res.llm_content), self.w.model())),
-            result_display=res.return_display,
-            duration_ms=duration,
-            decision=call.decision,
-            output_file=res.output_file,
+        else:
+            call.result = CompletedCall(
+                call_id=cid,
+                name=call.name,
+                args=call.args,
+                status="success",
+                response_parts=tuple(function_response_parts(name, cid, llm_content, self.w.model())),
+                result_display=display,
+                duration_ms=duration,
+                decision=call.decision,
+                output_file=res.output_file,
+                replaced=call.replaced,
+            )
+            await self.update(call, "success")
+        if tail_request is None:
+            return None
+        # Gemini CLI: the tail call takes the call's place (same id, same response name)
+        # and runs next; the finished execution still counts in statistics.
+        tail = _Call(
+            call.req,
+            call.index,
+            args=dict(tail_request.get("args") or {}),
+            name=str(tail_request["name"]),
+            replaced=(*call.replaced, attrs.evolve(call.result, replaced=())),
+            wave=call.wave,
         )
-        await self.update(call, "success")
+        call.result = None
+        self.calls[self.calls.index(call)] = tail
+        await self.update(tail, "validating")
+        await self._validate(tail)
+        return tail
+
+
+@attrs.frozen
+class _ForcedAsk:
+    decision: str = "ask_user"
+    deny_message: str | None = None
+
+
+def hook_reason(output: Mapping[str, Any]) -> str:
+    return str(output.get("stopReason") or output.get("reason") or "No reason provided")
+
+
+def _append_text(llm_content: Any, text: str) -> Any:
+    if isinstance(llm_content, str):
+        return llm_content + text
+    if isinstance(llm_content, list | tuple):
+        return [*llm_content, {"text": text}]
+    if llm_content:
+        return [llm_content, {"text": text}]
+    return text
 
 
 def _details_type(kind: str) -> str:

@@ -73,11 +73,19 @@ def with_wait_for_previous(schema: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+_VALIDATORS: dict[str, Any] = {}
+
+
 def schema_error(schema: Mapping[str, Any], args: Any) -> str | None:
     """Validate ``args``; the first error worded as Gemini CLI's validator words it."""
-    import jsonschema  # noqa: PLC0415 - imported on first use: it costs 30 ms at start-up
+    import json
 
-    validator = jsonschema.Draft202012Validator(with_wait_for_previous(schema))
+    key = json.dumps(schema, sort_keys=True, default=str)
+    validator = _VALIDATORS.get(key)
+    if validator is None:
+        import jsonschema  # imported on first use: it costs 30 ms at start-up
+
+        validator = _VALIDATORS[key] = jsonschema.Draft202012Validator(with_wait_for_previous(schema))
     errors = sorted(validator.iter_errors(args), key=lambda e: (len(e.path), str(e.path)))
     if not errors:
         return None

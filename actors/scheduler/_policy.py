@@ -2316,6 +2316,7 @@ class PolicyEngine:
         workspace_policies_enabled: bool = False,
         default_policy_dir: Path | None = None,
         workspace_dir: Path | None = None,
+        strict: bool = False,
     ) -> tuple[PolicyEngine, list[str]]:
         """The engine Gemini CLI would assemble, plus warnings to show the user.
 
@@ -2330,7 +2331,9 @@ class PolicyEngine:
         * Headless runs exclude ``ask_user`` (a ``tools.exclude`` entry, as Gemini).
         * An untrusted folder forces the ``default`` approval mode; ``plan`` falls back
           to ``default`` when ``general.plan.enabled`` is false.
-        * A broken policy file is skipped with a warning (Gemini reports and goes on).
+        * A broken policy file is skipped with a warning (Gemini reports and goes on);
+          with ``strict`` it raises ``PolicyFileError`` instead (agentbus refuses to
+          start rather than run with rules the user did not get).
         """
         warnings_out: list[str] = []
         mode = normalize_approval_mode(approval_mode)
@@ -2385,6 +2388,8 @@ class PolicyEngine:
                         file, tier=tier, known_tools=known
                     )
                 except PolicyFileError as exc:
+                    if strict:
+                        raise
                     warnings_out.append(
                         f"[{_TIER_NAMES[tier].upper()}] {exc} (file skipped)"
                     )

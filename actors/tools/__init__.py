@@ -13,16 +13,53 @@ def executor_kind(tool: Tool) -> str:
     return EXECUTOR_KINDS.get(tool.kind, "files")
 
 
-def builtin_tools(model: str = "") -> tuple[Tool, ...]:
-    """Every built-in tool, in Gemini CLI's registry order."""
+REGISTRY_ORDER = (
+    "update_topic",
+    "list_directory",
+    "read_file",
+    "grep_search",
+    "glob",
+    "replace",
+    "write_file",
+    "web_fetch",
+    "read_mcp_resource",
+    "list_mcp_resources",
+    "run_shell_command",
+    "list_background_processes",
+    "read_background_output",
+    "google_web_search",
+    "ask_user",
+    "write_todos",
+    "exit_plan_mode",
+    "enter_plan_mode",
+    "invoke_agent",
+    "activate_skill",
+)
+"""Gemini CLI's registration order (``Config.createToolRegistry``), with ``activate_skill``
+last: skill discovery re-registers it at the end of the registry's map."""
+
+
+def builtin_tools(model: str = "", *, tracker_enabled: bool = False) -> tuple[Tool, ...]:
+    """Every built-in tool we implement, in Gemini CLI's registry order.
+
+    ``write_todos`` only for the models Gemini registers it for (Gemini 2, tracker off).
+    Stateful tools (web_fetch's rate limits, update_topic's topic) are new instances
+    per call; their state is keyed by session.
+    """
+    from ._background import BACKGROUND_TOOLS
     from ._files import FILE_TOOLS
     from ._shell import SHELL_TOOLS
+    from ._update_topic import UpdateTopicTool
+    from ._web_fetch import WebFetchTool
+    from ._web_search import WebSearchTool
+    from ._write_todos import WriteTodosTool, registered_for
 
-    del model
-    by_name = {t.name: t for t in (*FILE_TOOLS, *SHELL_TOOLS)}
-    order = ("list_directory", "read_file", "grep_search", "glob", "replace", "write_file", "run_shell_command")
-    return tuple(by_name[n] for n in order if n in by_name) + tuple(
-        t for n, t in by_name.items() if n not in order
+    mine: list[Tool] = [UpdateTopicTool(), WebFetchTool(), WebSearchTool()]
+    if registered_for(model, tracker_enabled=tracker_enabled):
+        mine.append(WriteTodosTool())
+    by_name = {t.name: t for t in (*FILE_TOOLS, *SHELL_TOOLS, *BACKGROUND_TOOLS, *mine)}
+    return tuple(by_name[n] for n in REGISTRY_ORDER if n in by_name) + tuple(
+        t for n, t in by_name.items() if n not in REGISTRY_ORDER
     )
 
 

@@ -34,6 +34,10 @@ class ToolEnv:
     """Merged settings.json (read-only view)."""
     model_access: ModelAccess | None = None
     """How a tool calls the model (web_fetch, google_web_search); set by the executor."""
+    file_access: FileAccess | None = None
+    """How an editing tool reads and writes files through the session's client (an
+    editor that serves its unsaved buffers); set by the executor when the session has
+    such a client, None: the tool uses the local disk."""
 
     def workspace_dirs(self) -> tuple[Path, ...]:
         return (self.workspace,)
@@ -61,6 +65,30 @@ class ModelAccess(Protocol):
     ) -> dict[str, Any]:
         """One ``generateContent`` call; returns the ``GenerateContentResponse`` as JSON
         data. Raises ``ModelCallError``; cancellation closes the request."""
+        ...
+
+
+class FileAccessError(Exception):
+    """A file access through the client failed; ``not_found``: the file does not exist."""
+
+    def __init__(self, message: str, *, not_found: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.not_found = not_found
+
+
+class FileAccess(Protocol):
+    """A tool's line to the client's files (through its executor, as bus messages).
+
+    Tools stay unaware of who serves the files: the implementation decides, per path,
+    whether the client or the local disk answers."""
+
+    async def read_text_file(self, path: str) -> str:
+        """The text of ``path`` (absolute). Raises ``FileAccessError``."""
+        ...
+
+    async def write_text_file(self, path: str, content: str) -> None:
+        """Replace the text of ``path`` (absolute), creating it. Raises ``FileAccessError``."""
         ...
 
 

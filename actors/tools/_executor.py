@@ -1,8 +1,11 @@
 """Executor actor: runs the calls of one tool kind (files, shell...) for one session.
 
-Accepts: ``RunTool`` (start a call), ``CancelTool`` (stop it).
+Accepts: ``RunTool`` (start a call), ``CancelTool`` (stop it); the replies to its
+tools' model calls (``ModelAccess``) and file accesses (``FileAccess``: ``FileAccessed``).
 Emits: ``ToolOutputStreamed`` events while a call runs, and exactly one ``ToolFinished``
-per ``RunTool`` to its ``reply_to`` — also when the call was cancelled or crashed.
+per ``RunTool`` to its ``reply_to`` — also when the call was cancelled or crashed;
+``GenerateRequest`` to the gateway and ``ReadTextFile``/``WriteTextFile`` to the
+session's file-access client for its tools.
 Owns: the running calls, each in its own cancel scope (a shell call's process group
 dies with its scope).
 Stops: when its inbox closes (running calls are cancelled and reported; then each
@@ -13,7 +16,7 @@ background), or by its supervisor's cancel.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -24,20 +27,23 @@ from bus._json import thaw
 from bus.messages import (
     CancelGeneration,
     CancelTool,
+    FileAccessed,
     GenerateRequest,
     GenerationCancelled,
     Message,
     ModelChunk,
     ModelFailed,
     ModelFinished,
+    ReadTextFile,
     RunTool,
     ToolFinished,
     ToolOutputStreamed,
     ToolResult,
+    WriteTextFile,
     new_id,
 )
 
-from ._base import ModelCallError, Tool, ToolEnv
+from ._base import FileAccessError, ModelCallError, Tool, ToolEnv
 
 CLOSE_GRACE_S = 2.0
 
@@ -51,14 +57,20 @@ class ExecutorActor:
         tools: Mapping[str, Tool],
         env: ToolEnv,
         gateway_address: str | None = None,
+        file_access_address: str | None = None,
     ) -> None:
         self.bus = bus
         self.address = address
         self.tools = dict(tools)
         self.gateway_address = gateway_address
+        self.file_access_address = file_access_address
+        """The session's file-access client (``ReadTextFile``/``WriteTextFile``), if any."""
         self._model_replies: dict[str, trio.MemorySendChannel[Message]] = {}
+        self._file_replies: dict[str, trio.MemorySendChannel[FileAccessed]] = {}
         self._port: Port | None = None
         self.env = attrs.evolve(env, model_access=self) if gateway_address else env
+        if file_access_address:
+            self.env = attrs.evolve(self.env, file_access=self)
         self._running: dict[str, trio.CancelScope] = {}
 
     async def run(self, *, task_status: trio.TaskStatus[Port] = trio.TASK_STATUS_IGNORED) -> None:
@@ -73,6 +85,10 @@ class ExecutorActor:
                             waiting = self._model_replies.get(reply.request_id)
                             if waiting is not None:
                                 waiting.send_nowait(reply)
+                        case FileAccessed() as accessed:
+                            file_waiting = self._file_replies.get(accessed.request_id)
+                            if file_waiting is not None:
+                                file_waiting.send_nowait(accessed)
                         case RunTool() as run:
                             scope = trio.CancelScope()
                             self._running[run.call_id] = scope
@@ -195,6 +211,46 @@ class ExecutorActor:
                         )
                     except DeliveryError:
                         pass
+
+
+    async def read_text_file(self, path: str) -> str:
+        """``FileAccess`` for this executor's tools: a ``ReadTextFile`` to the client."""
+        reply = await self._file_request(
+            lambda rid: ReadTextFile(
+                session_id=self.env.session_id, request_id=rid, reply_to=self.address, path=path
+            )
+        )
+        return reply.content or ""
+
+    async def write_text_file(self, path: str, content: str) -> None:
+        """``FileAccess``: a ``WriteTextFile`` to the client."""
+        await self._file_request(
+            lambda rid: WriteTextFile(
+                session_id=self.env.session_id,
+                request_id=rid,
+                reply_to=self.address,
+                path=path,
+                content=content,
+            )
+        )
+
+    async def _file_request(self, make: Callable[[str], ReadTextFile | WriteTextFile]) -> FileAccessed:
+        assert self._port is not None and self.file_access_address is not None
+        request_id = new_id()
+        # Capacity 1: exactly one reply comes; the actor's loop never blocks routing it.
+        send, receive = trio.open_memory_channel[FileAccessed](1)
+        self._file_replies[request_id] = send
+        try:
+            try:
+                await self._port.send(make(request_id), to=self.file_access_address)
+            except DeliveryError:
+                raise FileAccessError("the session's client is gone") from None
+            reply = await receive.receive()
+        finally:
+            self._file_replies.pop(request_id, None)
+        if reply.error is not None or reply.not_found:
+            raise FileAccessError(reply.error or "file not found", not_found=reply.not_found)
+        return reply
 
 
 async def _execute(

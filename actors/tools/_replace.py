@@ -513,7 +513,7 @@ class _Calculated:
     replacement: Replacement | None = None
 
 
-def _calculate(args: Mapping[str, Any], path: str) -> _Calculated:
+def _calculate(args: Mapping[str, Any], path: str, env: ToolEnv | None = None) -> _Calculated:
     old_string = str(args.get("old_string", ""))
     new_string = str(args.get("new_string", ""))
     file_path = str(args.get("file_path", ""))
@@ -522,7 +522,7 @@ def _calculate(args: Mapping[str, Any], path: str) -> _Calculated:
     exists = False
     ending = "\n"
     try:
-        raw = read_text_file(path)
+        raw = read_text_file(path, env)
         ending = detect_line_ending(raw)
         current = raw.replace("\r\n", "\n")
         exists = True
@@ -581,7 +581,7 @@ def _run_edit(args: dict[str, Any], env: ToolEnv) -> ToolResult:
     if problem is not None:
         return _error(problem, "Error: Path not in workspace.", "path_not_in_workspace")
     try:
-        edit = _calculate(args, path)
+        edit = _calculate(args, path, env)
     except NodeFsError as exc:
         return ToolResult(
             llm_content=f"Error preparing edit: {exc.message}",
@@ -598,10 +598,10 @@ def _run_edit(args: dict[str, Any], env: ToolEnv) -> ToolResult:
         )
     final = edit.new_content
     try:
-        ensure_parent_dir(path)
+        ensure_parent_dir(path, env)
         if not edit.is_new_file and edit.line_ending == "\r\n":
             final = re.sub(r"\r?\n", "\r\n", final)
-        write_text_file(path, final)
+        write_text_file(path, final, env)
     except NodeFsError as exc:
         return ToolResult(
             llm_content=f"Error executing edit: {exc.message}",

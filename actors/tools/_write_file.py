@@ -43,7 +43,7 @@ import trio
 
 from bus.messages import ToolResult
 
-from ._base import OutputSink, ToolEnv
+from ._base import FileAccessError, OutputSink, ToolEnv
 from ._paths import (
     NodeFsError,
     error_message,
@@ -430,7 +430,7 @@ def detect_line_ending(content: str) -> str:
 def write_error(exc: BaseException, path: str) -> tuple[str, str]:
     """(message, error type) for a failed write, worded as Gemini does."""
     code = node_error_code(exc)
-    if code is None:
+    if not code:
         return f"Error writing to file: {error_message(exc)}", "file_write_failure"
     if code == "EACCES":
         return f"Permission denied writing to file: {path} ({code})", "permission_denied"
@@ -441,8 +441,12 @@ def write_error(exc: BaseException, path: str) -> tuple[str, str]:
     return f"Error writing to file '{path}': {error_message(exc)} ({code})", "file_write_failure"
 
 
-def read_text_file(path: str) -> str:
-    """``fs.readFile(path, 'utf-8')`` (raises ``NodeFsError``)."""
+def read_text_file(path: str, env: ToolEnv | None = None) -> str:
+    """``fs.readFile(path, 'utf-8')`` (raises ``NodeFsError``); through the session's
+    client when it serves files (``ToolEnv.file_access``: call from a worker thread)."""
+    if env is not None and env.file_access is not None:
+        text: str = _through_client(path, env.file_access.read_text_file, path)
+        return text
     try:
         with open(path, "rb") as handle:
             return handle.read().decode("utf-8", "replace")
@@ -452,8 +456,22 @@ def read_text_file(path: str) -> str:
         raise node_fs_error(exc, "open", path) from None
 
 
-def ensure_parent_dir(path: str) -> None:
-    """Create the parent directories when the parent is not accessible."""
+def _through_client(path: str, call: Any, *args: Any) -> Any:
+    """Run a ``FileAccess`` call from a worker thread; its failure as a ``NodeFsError``
+    (a missing file as ``ENOENT``, anything else without a code)."""
+    try:
+        return trio.from_thread.run(call, *args)
+    except FileAccessError as exc:
+        if exc.not_found:
+            raise NodeFsError("ENOENT", f"ENOENT: no such file or directory, open '{path}'") from None
+        raise NodeFsError("", exc.message) from None
+
+
+def ensure_parent_dir(path: str, env: ToolEnv | None = None) -> None:
+    """Create the parent directories when the parent is not accessible (the client does
+    that itself when it serves the files)."""
+    if env is not None and env.file_access is not None:
+        return
     parent = posixpath.dirname(path)
     if os.access(parent, os.F_OK):
         return
@@ -467,10 +485,14 @@ def ensure_parent_dir(path: str) -> None:
         raise node_fs_error(exc, "mkdir", parent) from None
 
 
-def write_text_file(path: str, content: str) -> None:
-    """``fs.writeFile(path, content, 'utf-8')`` (raises ``NodeFsError``)."""
+def write_text_file(path: str, content: str, env: ToolEnv | None = None) -> None:
+    """``fs.writeFile(path, content, 'utf-8')`` (raises ``NodeFsError``); through the
+    session's client when it serves files (``ToolEnv.file_access``)."""
     # Node encodes a lone surrogate (possible in JSON from the model) as U+FFFD.
     content = re.sub("[\ud800-\udfff]", "\ufffd", content)
+    if env is not None and env.file_access is not None:
+        _through_client(path, env.file_access.write_text_file, path, content)
+        return
     try:
         with open(path, "w", encoding="utf-8", newline="") as handle:
             handle.write(content)
@@ -511,9 +533,9 @@ class _Existing:
     error: tuple[str, str | None] | None = None
 
 
-def _read_existing(path: str) -> _Existing:
+def _read_existing(path: str, env: ToolEnv | None = None) -> _Existing:
     try:
-        return _Existing(read_text_file(path), True)
+        return _Existing(read_text_file(path, env), True)
     except NodeFsError as exc:
         if exc.code == "ENOENT":
             return _Existing("", False)
@@ -592,7 +614,7 @@ def _run_write(args: dict[str, Any], env: ToolEnv) -> ToolResult:
         return _error(problem, "Error: Path not in workspace.", "path_not_in_workspace")
 
     content = str(args.get("content", ""))
-    existing = _read_existing(path)
+    existing = _read_existing(path, env)
     if existing.error is not None:
         text, code = existing.error
         message = (
@@ -611,12 +633,12 @@ def _run_write(args: dict[str, Any], env: ToolEnv) -> ToolResult:
     is_new = not existing.exists
 
     try:
-        ensure_parent_dir(path)
+        ensure_parent_dir(path, env)
         final = corrected
         use_crlf = detect_line_ending(original) == "\r\n" if (not is_new and original) else False
         if use_crlf:
             final = re.sub(r"\r?\n", "\r\n", final)
-        write_text_file(path, final)
+        write_text_file(path, final, env)
     except (NodeFsError, OSError) as exc:
         message, error_type = write_error(exc, path)
         return _error(message, message, error_type)

@@ -84,9 +84,12 @@ class ModelTurnBuilder:
     parts: list[dict[str, Any]] = attrs.field(factory=list)
     calls: list[tuple[str, str, Any]] = attrs.field(factory=list)
     counter: int = 0
+    chunk_texts: list[str] = attrs.field(factory=list)
 
     def read(self, chunk: Mapping[str, Any]) -> ChunkReading:
         parts = candidate_parts(chunk)
+        if parts:
+            self.chunk_texts.append(response_text(chunk))
         thoughts = [parse_thought(str(p.get("text") or "")) for p in parts if p.get("thought")]
         text = response_text(chunk)
         calls: list[tuple[str, str, Any]] = []
@@ -128,10 +131,15 @@ class ModelTurnBuilder:
     def content(self) -> Any:
         return freeze({"role": "model", "parts": self.parts})
 
+    def text(self) -> str:
+        """Gemini CLI's ``Turn.getResponseText``: each chunk's text, joined with spaces."""
+        return " ".join(self.chunk_texts)
+
     def reset(self) -> None:
         """Forget a failed attempt (mid-stream retry)."""
         self.parts.clear()
         self.calls.clear()
+        self.chunk_texts.clear()
 
 
 def _is_plain_text(part: Mapping[str, Any]) -> bool:
@@ -258,3 +266,8 @@ def parse_classifier_choice(text: str) -> str | None:
     if isinstance(data, int | float) and not isinstance(data, bool):
         return "pro" if data >= 50 else "flash"
     return None
+
+
+def parts_text(parts: Iterable[Any]) -> str:
+    """The text of a prompt's parts (Gemini CLI's ``partToString``)."""
+    return "".join(str(p.get("text")) for p in parts if isinstance(p, Mapping) and p.get("text") is not None)

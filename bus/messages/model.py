@@ -75,6 +75,13 @@ class ApiError:
     retryable: bool = False
     invalid_stream: str | None = None
     """For an invalid stream that survived its retries: its type (``NO_FINISH_REASON``...)."""
+    http_status: int | None = None
+    """The HTTP status of the failed response (``status`` is what Gemini CLI reports,
+    which is ``None`` for a 404)."""
+    api_status: str | None = None
+    """The Google error's status name (``INVALID_ARGUMENT``, ``RESOURCE_EXHAUSTED``...)."""
+    reason: str | None = None
+    """The Google error's ``ErrorInfo.reason`` (``API_KEY_INVALID``...)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -78,6 +78,30 @@ class TurnCancelAcknowledged:
 
 
 @attrs.frozen(kw_only=True)
+class ConfigureSession:
+    """Command from a client: change the session's approval mode and/or model (``None``:
+    unchanged); turns started from now on use them. ``SessionConfigured`` answers."""
+
+    session_id: str
+    request_id: str
+    approval_mode: str | None = None
+    """``default``, ``auto_edit``, ``yolo`` or ``plan``."""
+    model: str | None = None
+    requested_by: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class SessionConfigured:
+    """Event: the settings the session's next turns use (after ``ConfigureSession``)."""
+
+    session_id: str
+    request_id: str
+    approval_mode: str
+    model: str
+    requested_by: str = ""
+
+
+@attrs.frozen(kw_only=True)
 class CloseSession:
     """Command: finish the session (cancels a running turn first)."""
 

@@ -99,6 +99,44 @@ class RunTool:
 
 
 @attrs.frozen(kw_only=True)
+class ReadTextFile:
+    """Request from an executor to the session's file-access client (an editor that
+    serves its buffers): the text of ``path``; one ``FileAccessed`` answers."""
+
+    session_id: str
+    request_id: str
+    reply_to: str
+    path: str
+    """Absolute path."""
+
+
+@attrs.frozen(kw_only=True)
+class WriteTextFile:
+    """Request from an executor to the session's file-access client: replace the text of
+    ``path`` (creating it); one ``FileAccessed`` answers."""
+
+    session_id: str
+    request_id: str
+    reply_to: str
+    path: str
+    content: str
+
+
+@attrs.frozen(kw_only=True)
+class FileAccessed:
+    """Terminal reply to ``ReadTextFile`` / ``WriteTextFile``."""
+
+    session_id: str
+    request_id: str
+    content: str | None = None
+    """The text read (``ReadTextFile``); None after a write or a failure."""
+    error: str | None = None
+    """Why the access failed; None: it succeeded."""
+    not_found: bool = False
+    """The file does not exist (a read of a new file)."""
+
+
+@attrs.frozen(kw_only=True)
 class ToolOutputStreamed:
     """Event: live output of a running call (shell)."""
 
@@ -160,6 +198,9 @@ class CompletedCall:
     decision: str | None = None
     """``accept``, ``reject``, ``modify`` or ``auto_accept`` when a decision was taken."""
     output_file: str | None = None
+    replaced: tuple[CompletedCall, ...] = ()
+    """Earlier executions of this call that a hook's tail call replaced (same call id);
+    each counts in tool statistics."""
 
 
 @attrs.frozen(kw_only=True)

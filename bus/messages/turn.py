@@ -22,8 +22,13 @@ class StartTurn:
     parts: tuple[JsonValue, ...] = json_tuple()
     """The new user message."""
     session_turns_used: int = 0
-    """Model requests already made in this session (for ``maxSessionTurns``)."""
+    """Model turns already counted in this session (for ``maxSessionTurns``)."""
     max_session_turns: int = -1
+    last_prompt_token_count: int = -1
+    """The prompt tokens of the session's last successful model request (its usage);
+    ``-1``: unknown, estimated from ``history``."""
+    compression_failed: bool = False
+    """An earlier compression inflated the history: only truncation is tried now."""
 
 
 @attrs.frozen(kw_only=True)
@@ -89,7 +94,8 @@ class TurnNotice:
     """Event: a warning or error worth showing that does not end the turn by itself.
 
     ``kind`` is one of ``loop_detected``, ``max_session_turns``, ``agent_blocked``,
-    ``invalid_stream``, ``agent_stopped``.
+    ``invalid_stream``, ``agent_stopped``, ``chat_compressed``,
+    ``context_window_will_overflow``.
     """
 
     session_id: str
@@ -127,5 +133,108 @@ class TurnEnded:
     history_added: tuple[JsonValue, ...] = json_tuple()
     """Contents appended to the conversation by this turn, in order."""
     model_requests: int = 0
-    """Model requests this turn made (counted for ``maxSessionTurns``)."""
+    """Model turns this turn counted for ``maxSessionTurns`` (Gemini CLI's
+    ``sessionTurnCount``: each model request of the prompt, including recovery and
+    continuation requests, and one that a guard stopped before it was sent)."""
     error: TurnError | None = None
+    history_reset: bool = False
+    """A hook cleared the context: the history restarts (environment context kept)
+    with ``history_added``."""
+    last_prompt_token_count: int = -1
+    """The session's prompt-token count after this turn (``-1``: estimate it again)."""
+    compression_failed: bool = False
+    """Carried to the next ``StartTurn``: a compression of this session inflated."""
+
+
+@attrs.frozen(kw_only=True)
+class HistoryCompressed:
+    """Outcome of a compression attempt of the turn; sent to the session when
+    ``history`` is set (``COMPRESSED``, ``CONTENT_TRUNCATED``), which then replaces its
+    conversation with it (later ``TurnEnded.history_added`` follows it); only published
+    when the attempt failed (``COMPRESSION_FAILED_EMPTY_SUMMARY``,
+    ``COMPRESSION_FAILED_INFLATED_TOKEN_COUNT``: the history stays as it was)."""
+
+    session_id: str
+    turn_id: str
+    status: str
+    original_token_count: int
+    new_token_count: int
+    history: tuple[JsonValue, ...] = json_tuple()
+    """The whole new conversation (environment context first, when there was one)."""
+
+
+@attrs.frozen(kw_only=True)
+class ResetLoopDetection:
+    """Command from the turn to the loop detector: a new prompt starts (its windows and
+    counts restart; nothing happens when ``prompt_id`` is the current one)."""
+
+    session_id: str
+    prompt_id: str
+    user_prompt: str = ""
+    """The prompt's text, shown to the LLM loop check as the original request."""
+
+
+@attrs.frozen(kw_only=True)
+class CheckLoop:
+    """Request from the turn to the loop detector, answered by one ``LoopVerdict``.
+
+    ``kind``: ``content`` (``text``: a streamed chunk's text, before it is shown),
+    ``tool_call`` (``name``, ``args``: before the call is shown), ``turn_started``
+    (before each model request; the verdict may say an LLM check is due) and
+    ``llm_check`` (``history``: the conversation's last contents for that check).
+    """
+
+    session_id: str
+    request_id: str
+    reply_to: str
+    prompt_id: str
+    kind: str
+    text: str = ""
+    name: str = ""
+    args: JsonValue = frozen_json({})
+    history: tuple[JsonValue, ...] = json_tuple()
+
+
+@attrs.frozen(kw_only=True)
+class LoopVerdict:
+    """Reply to ``CheckLoop``: ``count`` loops detected in this prompt so far when this
+    event completes one (0: no loop, go on)."""
+
+    session_id: str
+    request_id: str
+    count: int = 0
+    loop_type: str | None = None
+    """(``type`` is the codec's tag) ``consecutive_identical_tool_calls``, ``chanting_identical_sentences`` or
+    ``llm_detected_loop``."""
+    detail: str | None = None
+    check_due: bool = False
+    """``turn_started`` only: an LLM check is due; send ``llm_check`` with the history."""
+    confirmed_by: str | None = None
+    """The model that confirmed an LLM-detected loop."""
+
+
+@attrs.frozen(kw_only=True)
+class ClearLoopDetection:
+    """Command to the loop detector: the recovery turn starts; the count is kept, so the
+    next detection in this prompt is the second."""
+
+    session_id: str
+    prompt_id: str
+
+
+@attrs.frozen(kw_only=True)
+class CancelLoopCheck:
+    """Command to the loop detector: stop the LLM check of ``request_id`` (the turn is
+    cancelled); its ``LoopVerdict`` still comes, with no loop."""
+
+    session_id: str
+    request_id: str
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class DisableLoopDetection:
+    """Command to the loop detector: no more detection in this session."""
+
+    session_id: str
+    requested_by: str = ""

@@ -17,28 +17,15 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import trio
 
 from bus import Bus
 from bus.messages import TextStreamed
+from tests.bench._table import RESULTS, record
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTBUS = ROOT / ".venv" / "bin" / "agentbus"
-RESULTS: list[dict[str, Any]] = []
-
-
-def record(name: str, value: float, unit: str, *, baseline: float | None = None, target: str = "") -> None:
-    row: dict[str, Any] = {"name": name, "value": round(value, 4), "unit": unit, "target": target}
-    if baseline:
-        row["baseline"] = round(baseline, 4)
-        row["ratio"] = round(value / baseline, 2)
-    RESULTS.append(row)
-    ratio = f"  ({row['ratio']}x baseline {row['baseline']} {unit})" if baseline else ""
-    print(f"{name:58} {value:12.4f} {unit:6}{ratio}  {target}", flush=True)
-
-
 def median_of(fn: Callable[[], float], runs: int) -> float:
     return statistics.median(fn() for _ in range(runs))
 
@@ -103,7 +90,11 @@ def main() -> int:
     return 0
 
 
-EXTRA: list[Callable[[], None]] = []
+from tests.bench.bench_gateway import bench_gateway  # noqa: E402
+from tests.bench.bench_recording import bench_recording  # noqa: E402
+from tests.bench.bench_scheduler import BENCHMARKS as SCHEDULER  # noqa: E402
+
+EXTRA: list[Callable[[], None]] = [*SCHEDULER, bench_gateway, bench_recording]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -109,3 +109,10 @@ def test_stdin_is_prepended_to_the_prompt(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     user = [json.loads(line) for line in proc.stdout.splitlines()][1]
     assert user == {**user, "type": "message", "role": "user", "content": "context\n\nquestion"}
+
+
+def test_policy_file_with_a_syntax_error_refuses_to_start(tmp_path: Path) -> None:
+    policy = tmp_path / "bad.toml"
+    policy.write_text('[[rule]]\ntoolName = "run_shell_command"\ndecision = "allow"\npriority = \n')
+    proc = run(["-p", "hi", "--policy", str(policy), "--fake-responses", str(HELLO)], tmp_path)
+    assert_clean_failure(proc, 52, f"Error in policy file {policy}:4:")

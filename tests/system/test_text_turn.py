@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -111,5 +112,6 @@ async def test_recording_decodes_to_the_delivered_messages(tmp_path: Path) -> No
     rec = tmp_path / "rec.jsonl"
     cap, _ = await run_prompt(tmp_path, FakeResponsesBackend([stream("a", "b")]), rec)
     lines = rec.read_text().splitlines()
-    decoded = [decode_envelope(line)[0] for line in lines]
+    assert json.loads(lines[0])["kind"] == "meta"  # the recording's first line describes it
+    decoded = [decode_envelope(line)[0] for line in lines[1:]]
     assert decoded == cap.envelopes

@@ -1,0 +1,334 @@
+"""The daemon's native protocol: what clients send on the socket and what they get back.
+
+One JSON object per line, encoded by the codec like every other message. A client sends
+``Hello`` first; the daemon answers ``Welcome`` (or a fatal ``ProtocolError``). Every
+request carries a ``request_id`` chosen by the client and gets exactly one reply naming
+it: the request's own reply type, ``RequestDone``, or ``ProtocolError``. Session events
+arrive as envelopes (``{"v", "seq", "session_id", "sender", "to", "msg"}``, the
+recording's line format) after a ``Subscribe``; notices (``ObserverLagged``,
+``SubscriptionEnded``, ``DaemonStopping``) have no request id. These messages never
+travel on the bus; ``session_id`` is empty where a request names no session.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ._common import JsonValue, frozen_json, json_tuple
+from .tools import CompletedCall
+
+PROTOCOL_VERSION = 1
+"""Version of the native protocol; ``Hello.protocol`` must equal it."""
+
+
+@attrs.frozen(kw_only=True)
+class SessionSummary:
+    """One session as ``ListSessions`` and ``SessionReady`` describe it (a value)."""
+
+    session_id: str
+    state: str
+    """``running`` (its actors run in the daemon), ``dormant`` (the daemon will resume it
+    from its recording when a client touches it) or ``recorded`` (a recording of this
+    workspace that the daemon never ran; ``LoadSession`` resumes it)."""
+    workspace: str = ""
+    model: str = ""
+    approval_mode: str = ""
+    title: str = ""
+    """The first prompt, shortened."""
+    last_updated: str = ""
+    busy: bool = False
+    """A turn is running."""
+    pending_approvals: tuple[str, ...] = ()
+    """Correlation ids of approvals waiting for an answer."""
+    next_seq: int = 0
+    """The sequence number the session's next message will get (0: not running)."""
+    clients: int = 0
+    """Connections subscribed to it."""
+
+
+@attrs.frozen(kw_only=True)
+class ConnectionSummary:
+    """One client connection (in ``DaemonInfo``)."""
+
+    address: str
+    client: str
+    sessions: tuple[str, ...] = ()
+    queued_frames: int = 0
+    """Frames waiting in its bounded send buffer."""
+    lagged: int = 0
+    """Times one of its subscriptions fell behind and was resynchronised."""
+    stalled: bool = False
+    """Its send buffer is full (the client does not read)."""
+
+
+# -- client -> daemon ----------------------------------------------------------------------
+@attrs.frozen(kw_only=True)
+class Hello:
+    """First frame of a connection."""
+
+    request_id: str
+    protocol: int
+    client: str = ""
+    """A name for logs and ``DaemonInfo`` (``chat``, ``acp``...)."""
+    token: str = ""
+    session_id: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class ListSessions:
+    """Request: the daemon's sessions, plus the recordings of ``workspace`` when given."""
+
+    request_id: str
+    workspace: str = ""
+    session_id: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class CreateSession:
+    """Request: start a new session; answered by ``SessionReady``."""
+
+    request_id: str
+    workspace: str
+    """Absolute path of the workspace root."""
+    model: str = ""
+    """Empty: ``$GEMINI_MODEL``, ``model.name`` from settings, else ``auto``."""
+    approval_mode: str = ""
+    """Empty: ``general.defaultApprovalMode`` from settings, else ``default``."""
+    session_id: str = ""
+    """Empty: a fresh id."""
+    fake_responses: str = ""
+    """A Gemini CLI fake-responses file this session's model requests are served from
+    (tests, demos); empty: the live model."""
+    fake_chunk_delay_ms: int = 0
+    """Pause between the streamed chunks of a fake response (benchmarks)."""
+
+
+@attrs.frozen(kw_only=True)
+class LoadSession:
+    """Request: make a session run (resumed from its recording when it does not);
+    answered by ``SessionReady``. A running session is shared, not restarted."""
+
+    session_id: str
+    request_id: str
+    fake_responses: str = ""
+    fake_chunk_delay_ms: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class EndSession:
+    """Request: close the session for every client (its running turn is cancelled first);
+    the daemon forgets it (the recording stays)."""
+
+    session_id: str
+    request_id: str
+    reason: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Subscribe:
+    """Request: send this session's events, from ``from_seq`` on (caught up from the
+    recording, then live, with no gap and no duplicate); ``None``: from now on. Loads the
+    session when it does not run."""
+
+    session_id: str
+    request_id: str
+    from_seq: int | None = None
+    full: bool = False
+    """Every message of the session; by default internal traffic (model requests and
+    chunks, tool runs, loop checks, hook runs) is left out."""
+
+
+@attrs.frozen(kw_only=True)
+class Unsubscribe:
+    """Request: stop sending this session's events."""
+
+    session_id: str
+    request_id: str
+
+
+@attrs.frozen(kw_only=True)
+class Prompt:
+    """Request: submit a prompt; ``@path`` references in ``text`` are expanded by the
+    daemon unless ``parts`` are given. Answered by ``PromptAccepted``."""
+
+    session_id: str
+    request_id: str
+    text: str
+    parts: tuple[JsonValue, ...] = json_tuple()
+
+
+@attrs.frozen(kw_only=True)
+class Cancel:
+    """Request: cancel the running turn, or the tool call of ``tool_request_id``
+    (a ``CallTool``). The acknowledgement follows as an event."""
+
+    session_id: str
+    request_id: str
+    tool_request_id: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Answer:
+    """Request: answer an approval (``outcome`` is a ``ToolConfirmationOutcome``:
+    ``proceed_once``, ``proceed_always``, ``cancel``...). The first answer wins; the
+    ``ApprovalSettled`` event says whose it was."""
+
+    session_id: str
+    request_id: str
+    correlation_id: str
+    outcome: str
+
+
+@attrs.frozen(kw_only=True)
+class SetMode:
+    """Request: change the approval mode (between turns)."""
+
+    session_id: str
+    request_id: str
+    approval_mode: str
+
+
+@attrs.frozen(kw_only=True)
+class CallTool:
+    """Request: run a tool as the user (``client_initiated``) through the session's
+    scheduler; the result goes to this client only, as ``ToolCallResult``, and stays out
+    of the model's history."""
+
+    session_id: str
+    request_id: str
+    name: str
+    args: JsonValue = frozen_json({})
+
+
+@attrs.frozen(kw_only=True)
+class DaemonStatus:
+    """Request: what the daemon runs; answered by ``DaemonInfo``."""
+
+    request_id: str
+    session_id: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class StopDaemon:
+    """Request: shut the daemon down (as SIGTERM does); answered by ``RequestDone``."""
+
+    request_id: str
+    session_id: str = ""
+
+
+# -- daemon -> client ----------------------------------------------------------------------
+@attrs.frozen(kw_only=True)
+class Welcome:
+    """Reply to ``Hello``."""
+
+    request_id: str
+    protocol: int
+    pid: int
+    address: str
+    """This connection's address: ``sender`` of what it sends, ``answered_by`` of its
+    approval answers, ``requested_by`` of its cancels."""
+    session_id: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class RequestDone:
+    """Reply: the request was carried out (or, for commands, handed to the session)."""
+
+    request_id: str
+    session_id: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class SessionList:
+    """Reply to ``ListSessions``."""
+
+    request_id: str
+    sessions: tuple[SessionSummary, ...] = ()
+    session_id: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class SessionReady:
+    """Reply to ``CreateSession`` and ``LoadSession``: the session runs."""
+
+    session_id: str
+    request_id: str
+    summary: SessionSummary
+    resumed: bool = False
+    """It was started from its recording (history rebuilt)."""
+
+
+@attrs.frozen(kw_only=True)
+class Subscribed:
+    """Reply to ``Subscribe``: events from ``from_seq`` follow."""
+
+    session_id: str
+    request_id: str
+    from_seq: int
+    next_seq: int
+    """The live point when the subscription began; events before it come from the
+    recording."""
+
+
+@attrs.frozen(kw_only=True)
+class PromptAccepted:
+    """Reply to ``Prompt``: handed to the session as ``SubmitPrompt(prompt_id)``."""
+
+    session_id: str
+    request_id: str
+    prompt_id: str
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallResult:
+    """Reply to ``CallTool``, to the requesting client only: the settled call."""
+
+    session_id: str
+    request_id: str
+    call: CompletedCall
+
+
+@attrs.frozen(kw_only=True)
+class DaemonInfo:
+    """Reply to ``DaemonStatus``."""
+
+    request_id: str
+    pid: int
+    socket: str
+    started: str
+    sessions: tuple[SessionSummary, ...] = ()
+    connections: tuple[ConnectionSummary, ...] = ()
+    session_id: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class SubscriptionEnded:
+    """Notice: no more events of this session will come (it closed)."""
+
+    session_id: str
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class DaemonStopping:
+    """Notice: the daemon shuts down; the connection closes next."""
+
+    reason: str
+    session_id: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class ProtocolError:
+    """Reply or notice: a frame or request was refused. ``fatal``: the connection closes.
+
+    ``code``: ``bad_frame`` (not JSON, not a known message), ``frame_too_large``,
+    ``hello_required``, ``bad_version``, ``bad_token``, ``not_a_request``,
+    ``unknown_session``, ``not_yours`` (a session this connection did not open or
+    subscribe), ``busy``, ``invalid`` (a bad value), ``too_many_errors``, ``failed``.
+    """
+
+    request_id: str | None
+    code: str
+    message: str
+    fatal: bool = False
+    session_id: str = ""

@@ -1,0 +1,210 @@
+"""Gateway benchmark: 200 concurrent streams through one gateway on the live backend.
+
+The fake Gemini server runs in a process of its own (so its work does not share our
+loop) and answers each stream with 20 chunks, 20 ms apart; the client is another fresh
+process (so its peak RSS is the gateway's alone) that drives one ``GatewayActor`` with
+``GenaiBackend`` — google-genai over real HTTP, bridged with trio-asyncio. Reported:
+
+- the wall time of 200 concurrent streams against one stream's (ideal: about 1x);
+- peak RSS of the client process;
+- threads before and at the peak (a thread per stream would show here);
+- chunk latency: from the server writing a chunk (its monotonic clock, shared by the
+  processes) to the requester receiving its ``ModelChunk`` from the bus (median, p99).
+
+Run with ``python -m tests.bench`` (all benchmarks) or ``python -m tests.bench.bench_gateway``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+ROOT = Path(__file__).resolve().parents[2]
+STREAMS = 200
+CHUNKS = 20
+CHUNK_DELAY_S = 0.02
+
+
+def _entries(n: int) -> list[Any]:
+    from actors.gateway._fake import FakeEntry
+
+    chunks = [{"candidates": [{"content": {"role": "model", "parts": [{"text": f"c{i} "}]}}]} for i in range(CHUNKS)]
+    chunks[-1]["candidates"][0]["finishReason"] = "STOP"
+    return [FakeEntry("generateContentStream", chunks, i) for i in range(n)]
+
+
+# -- the server process -----------------------------------------------------------------------
+def serve(port_file: str, times_file: str) -> None:
+    """Serve until stdin closes, then write each request's chunk send times."""
+    from tests.fakes.gemini_server import FakeGeminiServer
+
+    async def main() -> None:
+        server = FakeGeminiServer(_entries(STREAMS + 4), strict=False, chunk_delay_s=CHUNK_DELAY_S)
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(server.run)
+            _write(port_file, str(port))
+            await trio.to_thread.run_sync(sys.stdin.read)
+            nursery.cancel_scope.cancel()
+        times = {r.body["contents"][0]["parts"][0]["text"]: r.chunk_sent_at for r in server.requests}
+        _write(times_file, json.dumps(times))
+
+    trio.run(main)
+
+
+def _write(path: str, text: str) -> None:
+    Path(path).write_text(text)
+
+
+# -- the client process -----------------------------------------------------------------------
+def client(base_url: str, out_file: str) -> None:
+    import random
+
+    from actors.gateway import GatewayActor
+    from actors.gateway._genai import GenaiBackend, GenaiSettings
+    from bus import Bus
+    from bus.messages import GenerateRequest, ModelChunk, ModelFailed, ModelFinished
+
+    received: dict[str, list[float]] = {}
+    failures: list[str] = []
+
+    async def one(bus: Bus, name: str) -> None:
+        port = bus.connect(name)
+        await port.send(
+            GenerateRequest(
+                session_id=name,
+                request_id=name,
+                reply_to=name,
+                method="generateContentStream",
+                model="gemini-bench",
+                contents=({"role": "user", "parts": [{"text": name}]},),
+            ),
+            to="gateway",
+        )
+        times = received.setdefault(name, [])
+        async for env in port:
+            if isinstance(env.message, ModelChunk):
+                times.append(time.monotonic())
+            elif isinstance(env.message, ModelFinished | ModelFailed):
+                if isinstance(env.message, ModelFailed):
+                    failures.append(env.message.error.message)
+                break
+        bus.disconnect(name)
+
+    async def main() -> dict[str, Any]:
+        bus = Bus()
+        backend = GenaiBackend(GenaiSettings(api_key="bench", base_url=base_url))
+        threads = {"before": threading.active_count(), "peak": threading.active_count()}
+        async with trio.open_nursery() as nursery:
+            await nursery.start(GatewayActor(bus, backend, rng=random.Random(0)).run)
+            await one(bus, "warmup-0")
+            threads["after_warmup"] = threading.active_count()
+            started = time.perf_counter()
+            await one(bus, "single-0")
+            single = time.perf_counter() - started
+
+            async def sample() -> None:
+                while True:
+                    threads["peak"] = max(threads["peak"], threading.active_count())
+                    await trio.sleep(0.005)
+
+            sampler = trio.CancelScope()
+
+            async def run_sampler() -> None:
+                with sampler:
+                    await sample()
+
+            nursery.start_soon(run_sampler)
+            started = time.perf_counter()
+            async with trio.open_nursery() as streams:
+                for i in range(STREAMS):
+                    streams.start_soon(one, bus, f"bench-{i}")
+            many = time.perf_counter() - started
+            sampler.cancel()
+            bus.disconnect("gateway")
+        return {
+            "single_s": single,
+            "many_s": many,
+            "threads": threads,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "received": received,
+            "failures": failures,
+        }
+
+    _write(out_file, json.dumps(trio.run(main)))
+
+
+# -- orchestration ------------------------------------------------------------------------------
+def measure() -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with tempfile.TemporaryDirectory() as tmp:
+        port_file, times_file, out_file = (str(Path(tmp) / n) for n in ("port", "times.json", "out.json"))
+        server = subprocess.Popen(
+            [sys.executable, "-c", f"from tests.bench.bench_gateway import serve; serve({port_file!r}, {times_file!r})"],
+            stdin=subprocess.PIPE,
+            env=env,
+            cwd=ROOT,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while not Path(port_file).exists() or not Path(port_file).read_text():
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("the fake server did not start")
+                time.sleep(0.02)
+            base_url = f"http://127.0.0.1:{Path(port_file).read_text()}"
+            subprocess.run(
+                [sys.executable, "-c", f"from tests.bench.bench_gateway import client; client({base_url!r}, {out_file!r})"],
+                env=env,
+                cwd=ROOT,
+                check=True,
+                timeout=300,
+            )
+        finally:
+            assert server.stdin is not None
+            server.stdin.close()
+            server.wait(timeout=30)
+        result: dict[str, Any] = json.loads(Path(out_file).read_text())
+        sent: dict[str, list[float]] = json.loads(Path(times_file).read_text())
+    one = [got - at for got, at in zip(result["received"].get("single-0", ()), sent.get("single-0", ()), strict=False)]
+    result["single_latency_median_ms"] = statistics.median(one) * 1000 if one else float("nan")
+    latencies = [
+        got - sent_at
+        for name, times in result.pop("received").items()
+        if name.startswith("bench-")
+        for got, sent_at in zip(times, sent.get(name, ()), strict=False)
+    ]
+    latencies.sort()
+    result["latency_median_ms"] = statistics.median(latencies) * 1000
+    result["latency_p99_ms"] = latencies[int(len(latencies) * 0.99) - 1] * 1000
+    result["chunks"] = len(latencies)
+    return result
+
+
+def bench_gateway() -> None:
+    from tests.bench._table import record
+
+    r = measure()
+    ideal = CHUNKS * CHUNK_DELAY_S
+    record(f"gateway: {STREAMS} concurrent streams, wall", r["many_s"], "s", baseline=r["single_s"], target=f"~1x one stream ({ideal:.2f} s of chunk delays)")
+    record("gateway: peak RSS (client process)", r["peak_rss_mb"], "MB")
+    before = r["threads"]["before"]
+    record(f"gateway: threads at peak (before: {before})", r["threads"]["peak"], "thr", target="no thread per stream")
+    record("gateway: chunk -> ModelChunk latency, one stream, median", r["single_latency_median_ms"], "ms")
+    record("gateway: chunk -> ModelChunk latency, median", r["latency_median_ms"], "ms")
+    record("gateway: chunk -> ModelChunk latency, p99", r["latency_p99_ms"], "ms")
+    if r["failures"] or r["chunks"] != STREAMS * CHUNKS:
+        print(f"  !! {len(r['failures'])} failed streams, {r['chunks']} chunks timed", flush=True)
+
+
+if __name__ == "__main__":
+    bench_gateway()

@@ -1,0 +1,1 @@
+"""Fakes for tests: a fake Gemini API server (real HTTP on loopback)."""

@@ -1,0 +1,1 @@
+"""The model gateway: retries, the live backend against the fake server, recording."""

@@ -1,0 +1,306 @@
+"""The recorder: what it writes, when it syncs, how it fails, what it never writes, and
+how a recording is read back (torn lines, bad lines)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from actors import runtime
+from actors.gateway import FakeResponsesBackend, GatewayActor
+from actors.recorder import (
+    REDACTED,
+    FileSink,
+    RecorderActor,
+    RecorderError,
+    RecordingError,
+    Scrubber,
+    load_recording,
+    parse_recording,
+    read_tail,
+    recorder_error_in,
+    secrets_from_env,
+)
+from bus import Bus
+from bus.codec import encode_envelope
+from bus.messages import (
+    ApprovalRequested,
+    CloseSession,
+    OpenSession,
+    SessionClosed,
+    SubmitPrompt,
+    TextStreamed,
+    TurnEnded,
+)
+from tests.replay._session import (
+    SID,
+    ClientScript,
+    calls_entry,
+    run_session,
+    session_config,
+    text_entry,
+)
+
+
+async def test_recording_is_a_meta_line_then_every_delivered_message(tmp_path: Path) -> None:
+    rec = tmp_path / "s.jsonl"
+    cap, _ = await run_session(tmp_path, rec, [text_entry("hi", " there")], ClientScript())
+    lines = rec.read_text().splitlines()
+    meta = json.loads(lines[0])
+    assert meta["kind"] == "meta" and meta["session_id"] == SID and meta["v"] == 1
+    assert meta["workspace"] == str(tmp_path) and meta["first_seq"] == 1 and meta["resumed"] is False
+    assert meta["tools"] == ["probe", "shell_probe", "ask_tool", "deny_tool"]
+    loaded = load_recording(rec)
+    assert loaded.envelopes == cap.envelopes
+    assert all(r.wall and r.wall.endswith("Z") for r in loaded.lines)
+    assert loaded.segments[0].closed
+
+
+class CountingSink:
+    """A sink that remembers, per fsync, how many lines were written before it."""
+
+    def __init__(self, path: Path) -> None:
+        self.inner = FileSink(path)
+        self.lines: list[str] = []
+        self.syncs: list[int] = []
+
+    def write(self, data: bytes) -> None:
+        self.inner.write(data)
+        self.lines += data.decode().splitlines()
+
+    def fsync(self) -> None:
+        self.inner.fsync()
+        self.syncs.append(len(self.lines))
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+async def test_fsync_at_turn_end_approvals_and_close_before_any_observer_sees_them(tmp_path: Path) -> None:
+    rec = tmp_path / "s.jsonl"
+    sinks: list[CountingSink] = []
+
+    def open_sink(path: Path) -> CountingSink:
+        sinks.append(CountingSink(path))
+        return sinks[-1]
+
+    bus = Bus()
+    cfg = session_config(tmp_path, None)
+    entries = [calls_entry(("ask_tool", {"outcome": "ok"})), text_entry("done")]
+    seen_on_disk: list[tuple[str, bool]] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(GatewayActor(bus, FakeResponsesBackend(entries)).run)
+        await nursery.start(RecorderActor(bus, session_id=SID, path=rec, open_sink=open_sink).run)
+        port = bus.connect("client:test")
+        addrs = await nursery.start(runtime.supervise_session, bus, cfg)
+        sub = bus.subscribe(SID, "client", capacity=1000)  # after the recorder
+        await port.send(runtime.open_session_message(cfg), to=addrs.session)
+        await port.send(SubmitPrompt(session_id=SID, prompt_id="p", parts=({"text": "go"},)), to=addrs.session)
+        sink = sinks[0]
+        async for env in sub:
+            msg = env.message
+            if isinstance(msg, ApprovalRequested | TurnEnded | SessionClosed):
+                # The line is written and fsynced before this observer gets the message.
+                last_synced = sink.syncs[-1]
+                line = json.loads(sink.lines[last_synced - 1])
+                seen_on_disk.append((type(msg).__name__, line["seq"] == env.seq))
+            if isinstance(msg, ApprovalRequested):
+                from bus.messages import ApprovalAnswered
+
+                await port.send(
+                    ApprovalAnswered(
+                        session_id=SID, correlation_id=msg.correlation_id, outcome="proceed_once", answered_by="t"
+                    ),
+                    to=addrs.scheduler,
+                )
+            if isinstance(msg, TurnEnded):
+                await port.send(CloseSession(session_id=SID, reason="done"), to=addrs.session)
+            if isinstance(msg, SessionClosed):
+                break
+        bus.disconnect("gateway")
+        nursery.cancel_scope.cancel()
+    assert seen_on_disk == [("ApprovalRequested", True), ("TurnEnded", True), ("SessionClosed", True)]
+    # The meta line is synced at once; then exactly the three sync points.
+    assert len(sinks[0].syncs) == 4
+
+
+class FailingSink:
+    """Disk full after ``ok`` lines."""
+
+    def __init__(self, path: Path, ok: int) -> None:
+        self.inner = FileSink(path)
+        self.left = ok
+
+    def write(self, data: bytes) -> None:
+        if self.left <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.left -= 1
+        self.inner.write(data)
+
+    def fsync(self) -> None:
+        self.inner.fsync()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+async def test_a_write_failure_stops_the_session_with_a_clear_error(tmp_path: Path) -> None:
+    rec = tmp_path / "s.jsonl"
+    bus = Bus()
+    cfg = session_config(tmp_path, None)
+    with pytest.raises(BaseException) as info:  # noqa: B017 - an exception group is expected
+        async with trio.open_nursery() as nursery:
+            await nursery.start(GatewayActor(bus, FakeResponsesBackend([text_entry("a", "b", "c")])).run)
+            await nursery.start(
+                RecorderActor(bus, session_id=SID, path=rec, open_sink=lambda p: FailingSink(p, ok=4)).run
+            )
+            port = bus.connect("client:test")
+            addrs = await nursery.start(runtime.supervise_session, bus, cfg)
+            await port.send(runtime.open_session_message(cfg), to=addrs.session)
+            await port.send(SubmitPrompt(session_id=SID, prompt_id="p", parts=({"text": "go"},)), to=addrs.session)
+            await trio.sleep_forever()
+    failure = recorder_error_in(info.value)
+    assert failure is not None
+    assert str(failure) == f"cannot write recording {rec}: No space left on device"
+    # Nothing after the failure was silently dropped-and-continued: the file ends there.
+    assert len(rec.read_text().splitlines()) == 4
+
+
+async def test_a_data_dir_that_cannot_be_created_fails_before_the_session_starts(tmp_path: Path) -> None:
+    blocker = tmp_path / "data"
+    blocker.write_text("a file where the data directory should be")
+    with pytest.raises(RecorderError, match=r"cannot open recording .*data/sessions/s\.jsonl: (Not a directory|File exists)"):
+        await RecorderActor(Bus(), session_id="s", path=blocker / "sessions" / "s.jsonl").run()
+
+
+async def test_an_unwritable_directory_fails_before_the_session_starts(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as a user who can write anywhere")
+        bus = Bus()
+        with pytest.raises(RecorderError, match=r"cannot open recording .*locked/sessions/s\.jsonl: Permission denied"):
+            await RecorderActor(bus, session_id="s", path=locked / "sessions" / "s.jsonl").run()
+    finally:
+        locked.chmod(0o700)
+
+
+async def test_secrets_never_reach_the_recording(tmp_path: Path) -> None:
+    key = "k3y-" + "Z" * 30
+    google = "AIza" + "B" * 35
+    scrubber = Scrubber.from_env({"GEMINI_API_KEY": key, "GOOGLE_API_KEY": "short", "OTHER_API_KEY": "x" * 12})
+    assert scrubber.secrets == (key, "x" * 12)
+    rec = tmp_path / "s.jsonl"
+    bus = Bus()
+    texts = [
+        f"my key is {key}!",
+        f"google {google}",
+        "Authorization: Bearer abcdefgh12345678",
+        "ordinary text with the word fake",
+    ]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(RecorderActor(bus, session_id="s", path=rec, scrubber=scrubber).run)
+        port = bus.connect("c")
+        await port.publish(
+            OpenSession(
+                session_id="s",
+                model="m",
+                approval_mode="default",
+                workspace="/w",
+                history=({"role": "user", "parts": [{"text": "x"}], "headers": {"x-goog-api-key": "hdr-value-1", "Authorization": "hdr-value-2"}},),
+            )
+        )
+        for t in texts:
+            await port.publish(TextStreamed(session_id="s", turn_id="t", text=t))
+        await port.publish(SessionClosed(session_id="s", reason="done"))
+    raw = rec.read_text()
+    for secret in (key, google, "abcdefgh12345678", "hdr-value-1", "hdr-value-2", "x" * 12):
+        assert secret not in raw
+    assert raw.count(REDACTED) == 5
+    assert "ordinary text with the word fake" in raw
+    loaded = load_recording(rec)  # still decodes
+    assert [e.message.text for e in loaded.envelopes if isinstance(e.message, TextStreamed)][0] == f"my key is {REDACTED}!"
+    assert secrets_from_env({"GEMINI_API_KEY": "fake"}) == ()
+
+
+def _envelope_lines(tmp_path: Path) -> list[str]:
+    rec = tmp_path / "good.jsonl"
+    trio.run(run_session, tmp_path, rec, [text_entry("hi")], ClientScript())
+    return rec.read_text().splitlines()
+
+
+def test_a_torn_last_line_is_reported_and_ignored(tmp_path: Path) -> None:
+    lines = _envelope_lines(tmp_path)
+    raw = ("\n".join(lines) + "\n" + lines[3][:40]).encode()
+    torn: list[Any] = []
+    rec = parse_recording(tmp_path / "r.jsonl", raw, on_torn=torn.append)
+    assert len(rec.envelopes) == len(lines) - 1
+    assert [t.line for t in torn] == [len(lines) + 1]
+    tail = (tmp_path / "r.jsonl")
+    tail.write_bytes(raw)
+    info = read_tail(tail)
+    assert info.torn and info.needs_newline and info.last_seq == len(lines) - 1
+
+
+def test_a_torn_line_closed_by_a_resuming_process_is_ignored(tmp_path: Path) -> None:
+    lines = _envelope_lines(tmp_path)
+    meta = json.loads(lines[0])
+    resumed = json.dumps({**meta, "resumed": True, "torn_tail": True, "first_seq": len(lines)})
+    raw = ("\n".join(lines) + "\n" + lines[3][:40] + "\n" + resumed + "\n").encode()
+    torn: list[Any] = []
+    rec = parse_recording(tmp_path / "r.jsonl", raw, on_torn=torn.append)
+    assert [t.line for t in torn] == [len(lines) + 1]
+    assert len(rec.segments) == 2
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda ls: [*ls[:3], ls[3][:40], *ls[4:]], r"r\.jsonl:4: malformed JSON"),
+        (lambda ls: [*ls[:3], ls[3].replace('"type":"', '"type":"Bogus'), *ls[4:]], r"r\.jsonl:4: unknown message type 'Bogus"),
+        (lambda ls: [ls[0].replace('"v":1', '"v":7'), *ls[1:]], r"r\.jsonl:1: format version 7 is newer than this agentbus reads \(1\)"),
+        (lambda ls: [*ls[:3], ls[3].replace('"v":1', '"v":2'), *ls[4:]], r"r\.jsonl:4: format version 2 is newer"),
+        (lambda ls: [*ls[:3], *ls[4:]], r"r\.jsonl:4: sequence gap: expected seq 3, found 4"),
+        (lambda ls: [*ls[:3], "[1, 2]", *ls[3:]], r"r\.jsonl:4: a recording line must be a JSON object"),
+    ],
+    ids=["corrupted-middle-line", "unknown-tag", "newer-meta", "newer-envelope", "gap", "not-an-object"],
+)
+def test_bad_lines_are_errors_naming_file_and_line(tmp_path: Path, mutate: Any, message: str) -> None:
+    lines = _envelope_lines(tmp_path)
+    with pytest.raises(RecordingError, match=message):
+        parse_recording(tmp_path / "r.jsonl", ("\n".join(mutate(lines)) + "\n").encode())
+
+
+async def test_a_resumed_recording_continues_the_numbering_and_the_file(tmp_path: Path) -> None:
+    rec = tmp_path / "s.jsonl"
+    await run_session(tmp_path, rec, [text_entry("one")], ClientScript())
+    first = load_recording(rec)
+    # A crash left half a line behind.
+    with rec.open("a") as fh:
+        fh.write('{"v":1,"seq":99,"sess')
+    before = rec.read_bytes()
+    await run_session(tmp_path, rec, [text_entry("two")], ClientScript())
+    torn: list[Any] = []
+    both = load_recording(rec, on_torn=torn.append)
+    assert len(torn) == 1
+    assert [len(s.lines) for s in both.segments] == [len(first.envelopes), len(first.envelopes)]
+    assert both.segments[1].meta["first_seq"] == first.last_seq + 1
+    assert both.segments[1].meta["resumed"] is True and both.segments[1].meta["torn_tail"] is True
+    assert [e.seq for e in both.envelopes] == list(range(1, 2 * len(first.envelopes) + 1))
+    # Nothing before the new part was rewritten, not even the torn line.
+    assert rec.read_bytes().startswith(before + b"\n")
+
+
+def test_encode_envelope_and_the_recorder_line_agree_without_secrets(tmp_path: Path) -> None:
+    lines = _envelope_lines(tmp_path)
+    rec = parse_recording(tmp_path / "r.jsonl", ("\n".join(lines) + "\n").encode())
+    first = rec.lines[0]
+    assert json.loads(lines[1]) == {**json.loads(encode_envelope(first.env, wall=first.wall))}
