@@ -63,6 +63,8 @@ class SessionState:
     """Prompt tokens of the last successful model request (-1: estimate from history)."""
     compression_failed: bool = False
     closing: str | None = None
+    awaiting_ack: bool = False
+    """Closing: the running turn was cancelled and its acknowledgement is still due."""
 
 
 class SessionActor:
@@ -133,7 +135,7 @@ class SessionActor:
                         st.last_prompt_token_count = -1 if msg.history_reset else msg.last_prompt_token_count
                         st.compression_failed = msg.compression_failed
                         st.running_turn = None
-                        if st.closing is not None:
+                        if st.closing is not None and not st.awaiting_ack:
                             break
                         await self._start_next(port)
                     case HistoryCompressed():
@@ -143,11 +145,17 @@ class SessionActor:
                             st.history = list(msg.history)
                     case TurnCancelAcknowledged():
                         await port.publish(msg)
+                        st.awaiting_ack = False
+                        if st.closing is not None and st.running_turn is None:
+                            break
                     case CloseSession():
                         st.closing = msg.reason
                         st.queue.clear()
                         if st.running_turn is None:
                             break
+                        # The turn ends (TurnEnded), then acknowledges the cancel: both
+                        # come before SessionClosed.
+                        st.awaiting_ack = True
                         await port.send(
                             CancelTurn(
                                 session_id=self.w.session_id,

@@ -26,7 +26,6 @@ Stops: when its inbox closes (a running turn is cancelled the same way as by
 from __future__ import annotations
 
 import collections
-import functools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -892,17 +891,17 @@ class _Turn:
         if original < threshold * limit:
             return  # the common case, decided without a thread
         truncate_chars = min(4 * (limit - original), self.w.truncate_tool_output_threshold)
-        plan = await trio.to_thread.run_sync(
-            functools.partial(
-                _compression.plan_compression,
-                self._history(),
-                model=self.model,
-                last_prompt_tokens=original,
-                threshold=threshold,
-                compression_failed=self.compression_failed,
-                save=self._save_output,
-                truncate_chars=truncate_chars,
-            )
+        # In the actor's thread on purpose: it runs once per compression (half a context
+        # window), costs milliseconds, and a worker thread would let a virtual clock
+        # (tests, replay) jump while it works. The files it may write are bounded.
+        plan = _compression.plan_compression(
+            self._history(),
+            model=self.model,
+            last_prompt_tokens=original,
+            threshold=threshold,
+            compression_failed=self.compression_failed,
+            save=self._save_output,
+            truncate_chars=truncate_chars,
         )
         if isinstance(plan, _compression.Result):
             result = plan

@@ -214,7 +214,7 @@ SaveOutput = Callable[[str, str], str]
 def truncate_to_budget(history: Sequence[Any], save: SaveOutput, max_chars: int) -> list[Any]:
     """Walk the history newest first and cut the function responses past the budget.
 
-    Blocking (``save`` writes files): the turn runs it in a worker thread. A response
+    Blocking (``save`` writes files, rarely: only past the budget). A response
     that cannot be saved is kept whole.
     """
     used = 0

@@ -111,6 +111,7 @@ class LoadSession:
     session_id: str
     request_id: str
     fake_responses: str = ""
+    """From now on, serve the session's model requests from this file (tests)."""
     fake_chunk_delay_ms: int = 0
 
 

@@ -90,11 +90,14 @@ def main() -> int:
     return 0
 
 
+from tests.bench.bench_daemon import bench_daemon  # noqa: E402
 from tests.bench.bench_gateway import bench_gateway  # noqa: E402
+from tests.bench.bench_guards import BENCHMARKS as GUARDS  # noqa: E402
+from tests.bench.bench_hooks import bench_hooks  # noqa: E402
 from tests.bench.bench_recording import bench_recording  # noqa: E402
 from tests.bench.bench_scheduler import BENCHMARKS as SCHEDULER  # noqa: E402
 
-EXTRA: list[Callable[[], None]] = [*SCHEDULER, bench_gateway, bench_recording]
+EXTRA: list[Callable[[], None]] = [*SCHEDULER, bench_hooks, bench_gateway, bench_recording, *GUARDS, bench_daemon]
 
 if __name__ == "__main__":
     sys.exit(main())

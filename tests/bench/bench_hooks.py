@@ -109,7 +109,7 @@ def bench_hook_round_trip(record: Record) -> None:
 
 def bench_hooks() -> None:
     """Entry for ``tests/bench/__main__.py``'s ``EXTRA``."""
-    from tests.bench.__main__ import record
+    from tests.bench._table import record
 
     bench_has_hooks(record)
     bench_hook_round_trip(record)

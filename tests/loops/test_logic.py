@@ -5,6 +5,7 @@ from __future__ import annotations
 import string
 from typing import Any
 
+import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -335,3 +336,47 @@ def test_the_fast_index_agrees_with_the_literal_rule(script: list[tuple[str, str
         else:
             fast.clear_detection()
             slow.clear()
+
+
+def _js_patterns() -> list[Any]:
+    import re
+
+    ws = "[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
+    anychar = "[^\n\r\u2028\u2029]"
+    return [
+        re.compile(f"(^|\n){ws}*(\\|{anychar}*\\||[|+-]{{3,}})"),
+        re.compile(f"(^|\n){ws}*[*-+]{ws}"),
+        re.compile(f"(^|\n){ws}*[0-9]+\\.{ws}"),
+        re.compile(f"(^|\n)#+{ws}"),
+        re.compile(f"(^|\n)>{ws}"),
+    ]
+
+
+@given(st.text(alphabet="|+-*#>.1 a\n\t\u2028", max_size=30))
+def test_the_combined_element_pattern_is_the_five_of_gemini_cli(chunk: str) -> None:
+    expected = chunk.count("```") > 0 or any(p.search(chunk) for p in _js_patterns())
+    divider = __import__("re").fullmatch("[+-_=*\u2500-\u257f]+", chunk) is not None
+    assert is_structural(chunk)[1] == (expected or divider)
+
+
+@pytest.mark.parametrize(
+    ("chunk", "resets"),
+    [
+        ("| a | b |", True),
+        ("text\n|---|---|", True),
+        ("+--+", True),
+        ("* item", True),
+        ("  + item", True),
+        ("- item", False),
+        ("12. item", True),
+        ("x 12. item", False),
+        ("## Title", True),
+        ("#hashtag", False),
+        ("> quoted", True),
+        ("a > b", False),
+        ("───", True),
+        ("plain prose, nothing else", False),
+    ],
+)
+def test_structure_examples(chunk: str, resets: bool) -> None:
+    assert is_structural(chunk)[1] is resets

@@ -74,7 +74,10 @@ async def test_a_repeated_call_is_stopped_at_the_second_strike(tmp_path: Path, a
     )
     history = [thaw(c) for c in ended.history_added]
     assert answered(history)
-    assert texts(history[-1]) == [loop_recovery_prompt(DETAIL)] or "functionResponse" in history[-1]["parts"][0]
+    # Four calls with their responses; the recovery prompt, whose answer was cut, is
+    # rolled back like any prompt whose stream its consumer stopped.
+    assert sum("functionCall" in c["parts"][0] for c in history) == 4
+    assert "functionResponse" in history[-1]["parts"][0]
 
 
 async def test_a_loop_that_stops_after_the_recovery_prompt_ends_normally(
@@ -316,3 +319,20 @@ async def test_the_llm_check_from_the_30th_request_can_start_the_recovery(
     assert texts(last[-1]) == [loop_recovery_prompt("It lists the same tree over and over.")]
     assert texts(last[-2]) == [INTERRUPTED_RESPONSE_PLACEHOLDER]
     assert answered([thaw(c) for c in ended.history_added])
+
+
+async def test_re_prompts_are_bounded_by_max_turns(tmp_path: Path, autojump_clock: trio.abc.Clock) -> None:
+    more = '{"reasoning": "It announced more.", "next_speaker": "model"}'
+    entries = []
+    for i in range(100):
+        entries += [stream(text_chunk(f"Step {i} done; next I will do step {i + 1}.", finish=True)), answer(more)]
+    # (without the loop detector, whose LLM check would ask the model at the 30th turn)
+    run = await run_session(tmp_path, entries, skip_next_speaker_check=False, loop_detection=False)
+    (ended,) = run.ended
+    # 100 requests (boundedTurns 100, 99, ..., 1); the 101st model turn has none left and
+    # ends the turn quietly, counted like every model turn.
+    assert ended.stop_reason == "end_turn"
+    assert len(run.requests("main")) == 100
+    assert len(run.requests("next_speaker")) == 100
+    assert ended.model_requests == 101
+    assert run.capture.of_type(TurnNotice) == []

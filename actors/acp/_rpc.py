@@ -1,0 +1,145 @@
+"""JSON-RPC 2.0 framing for ACP: one JSON object per line, parsed and built as data.
+
+No I/O here (h11's split): ``parse_frame`` turns one line into a ``Request``,
+``Notification``, ``Response`` or ``Invalid`` (what to answer a frame that is none of
+them); the ``*_frame`` functions build the objects to send and ``encode`` the bytes.
+Kept free of attrs and trio so that ``initialize`` can be answered before they load.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple, TypeGuard
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+AUTH_REQUIRED = -32000
+RESOURCE_NOT_FOUND = -32002
+
+RequestId = int | str
+
+
+class RpcError(Exception):
+    """An error answer: raised by handlers, turned into an error response."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            out["data"] = self.data
+        return out
+
+    @classmethod
+    def from_json(cls, error: Any) -> RpcError:
+        if not isinstance(error, dict):
+            return cls(INTERNAL_ERROR, f"malformed error: {error!r}")
+        code = error.get("code")
+        return cls(
+            code if isinstance(code, int) else INTERNAL_ERROR,
+            str(error.get("message", "")),
+            error.get("data"),
+        )
+
+
+def method_not_found(method: str) -> RpcError:
+    return RpcError(METHOD_NOT_FOUND, "Method not found", {"method": method})
+
+
+def invalid_params(message: str, **data: Any) -> RpcError:
+    return RpcError(INVALID_PARAMS, f"Invalid params: {message}", data or None)
+
+
+class Request(NamedTuple):
+    id: RequestId
+    method: str
+    params: Any
+
+
+class Notification(NamedTuple):
+    method: str
+    params: Any
+
+
+class Response(NamedTuple):
+    """An answer to one of our requests: ``error`` is None on success."""
+
+    id: RequestId
+    result: Any
+    error: RpcError | None
+
+
+class Invalid(NamedTuple):
+    """A frame that must be answered with an error (``id`` None when unknown)."""
+
+    id: RequestId | None
+    error: RpcError
+
+
+Frame = Request | Notification | Response | Invalid
+
+
+def _valid_id(value: Any) -> TypeGuard[RequestId]:
+    return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
+
+
+def parse_frame(line: bytes | str) -> Frame:
+    """One line of the stream as a frame; never raises."""
+    try:
+        data = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return Invalid(None, RpcError(PARSE_ERROR, "Parse error", {"details": str(exc)}))
+    if not isinstance(data, dict) or data.get("jsonrpc") != "2.0":
+        return Invalid(
+            data.get("id") if isinstance(data, dict) and _valid_id(data.get("id")) else None,
+            RpcError(INVALID_REQUEST, "Invalid Request", {"details": "not a JSON-RPC 2.0 object"}),
+        )
+    rid = data.get("id")
+    if "method" in data:
+        method = data["method"]
+        params = data.get("params")
+        if not isinstance(method, str):
+            return Invalid(rid if _valid_id(rid) else None, RpcError(INVALID_REQUEST, "Invalid Request"))
+        if params is not None and not isinstance(params, dict | list):
+            return Invalid(
+                rid if _valid_id(rid) else None,
+                RpcError(INVALID_PARAMS, "Invalid params", {"details": "params must be an object"}),
+            )
+        if "id" not in data:
+            return Notification(method, params)
+        if not _valid_id(rid):
+            return Invalid(None, RpcError(INVALID_REQUEST, "Invalid Request", {"details": "bad id"}))
+        return Request(rid, method, params)
+    if _valid_id(rid) and ("result" in data or "error" in data):
+        if "error" in data and data["error"] is not None:
+            return Response(rid, None, RpcError.from_json(data["error"]))
+        return Response(rid, data.get("result"), None)
+    return Invalid(rid if _valid_id(rid) else None, RpcError(INVALID_REQUEST, "Invalid Request"))
+
+
+def result_frame(rid: RequestId, result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "result": result}
+
+
+def error_frame(rid: RequestId | None, error: RpcError) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "error": error.to_json()}
+
+
+def request_frame(rid: RequestId, method: str, params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+
+
+def notification_frame(method: str, params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+def encode(frame: dict[str, Any]) -> bytes:
+    """One frame as a line: compact JSON (non-ASCII kept), ``\\n``-terminated."""
+    return json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace") + b"\n"

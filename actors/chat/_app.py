@@ -1,0 +1,358 @@
+"""The chat loop: a terminal, a daemon connection, one session at a time.
+
+Three tasks share the screen: the events of the session (rendered by ``Renderer``),
+the lines the user types (prompts, approval answers, commands) and Ctrl-C (SIGINT).
+The first Ctrl-C cancels what runs (the turn, a ``!command`` or ``/tool`` call); a
+second one, or one when nothing runs and the user was warned, exits. The session stays
+in the daemon after the chat exits (``agentbus chat --resume ID`` comes back to it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+import attrs
+import trio
+
+from bus import Envelope
+from bus.messages import SessionReady, TurnEnded, TurnStarted, new_id
+
+from ..daemon.client import DaemonClient, DaemonError
+from ._render import Renderer, parse_answer
+
+EVENTS_GRACE_S = 2.0
+
+HELP = """Commands:
+  /sessions            sessions of this workspace (running, dormant, recorded)
+  /resume ID|N         switch to a session (by id or its number in /sessions)
+  /new                 start a new session here
+  /mode MODE           approval mode: default, auto_edit, yolo, plan
+  /tool NAME {json}    run a tool yourself, e.g. /tool read_file {"file_path": "README.md"}
+  !COMMAND             run a shell command yourself (live output; Ctrl-C stops it)
+  /quit                leave (the session stays in the daemon)
+Ctrl-C cancels the running turn or call; a second Ctrl-C exits. @path in a prompt
+attaches that file."""
+
+
+@attrs.frozen(kw_only=True)
+class ChatOptions:
+    workspace: Path
+    resume: str | None = None
+    model: str = ""
+    approval_mode: str = ""
+    fake_responses: str = ""
+    fake_chunk_delay_ms: int = 0
+    colour: bool = False
+    interactive: bool = True
+    """stdin is a terminal: show the ``>`` prompt marker."""
+
+
+class ChatApp:
+    def __init__(self, client: DaemonClient, out: TextIO, opts: ChatOptions, stdin: trio.abc.ReceiveStream) -> None:
+        self.client = client
+        self.out = out
+        self.opts = opts
+        self.stdin = stdin
+        self.render = Renderer(colour=opts.colour, me=client.address)
+        self.session_id = ""
+        self.my_prompts: set[str] = set()
+        self.my_turns: dict[str, str] = {}
+        self.tool_calls: set[str] = set()
+        self.interrupts = 0
+        self.exit_code = 0
+        self.idle = trio.Event()
+        self.idle.set()
+        self.rendered = trio.Event()
+        """Set (and replaced) after each event is shown."""
+        self._nursery: trio.Nursery | None = None
+
+    # -- output -----------------------------------------------------------------------------------------
+    def write(self, text: str) -> None:
+        if text:
+            self.out.write(text)
+            self.out.flush()
+
+    def line(self, text: str, *styles: str) -> None:
+        self.write(self.render.ensure_line_start() + self.render.style(text, *styles) + "\n")
+
+    def prompt_marker(self) -> None:
+        if self.opts.interactive and self._is_idle() and not self.render.pending:
+            self.write(self.render.ensure_line_start() + self.render.style("> ", "bold", "blue"))
+            self.render.mid_line = True
+
+    def _is_idle(self) -> bool:
+        return not self.my_prompts and not self.tool_calls and not self.render.busy
+
+    def _update_idle(self) -> None:
+        if self._is_idle():
+            self.idle.set()
+        elif self.idle.is_set():
+            self.idle = trio.Event()
+
+    # -- run ------------------------------------------------------------------------------------------------
+    async def run(self) -> int:
+        await self._open_first()
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._events)
+            nursery.start_soon(self._signals)
+            if self.opts.colour:
+                nursery.start_soon(self._ticker)
+            self.prompt_marker()
+            self.exit_code = await self._input()
+            nursery.cancel_scope.cancel(reason="chat exits")
+        self.line(f"Session {self.session_id} stays in the daemon: agentbus chat --resume {self.session_id}", "dim")
+        return self.exit_code
+
+    async def _open_first(self) -> None:
+        o = self.opts
+        if o.resume:
+            ident = o.resume
+            if ident == "latest" or ident.isdigit():
+                listed = (await self.client.list_sessions(str(o.workspace))).sessions
+                if not listed:
+                    raise DaemonError("unknown_session", "no sessions for this workspace")
+                chosen = listed[-1] if ident == "latest" else listed[int(ident) - 1] if 0 < int(ident) <= len(listed) else None
+                if chosen is None:
+                    raise DaemonError("unknown_session", f"no session number {ident}")
+                ident = chosen.session_id
+            ready = await self.client.load_session(
+                ident, fake_responses=o.fake_responses, fake_chunk_delay_ms=o.fake_chunk_delay_ms
+            )
+            await self._switch(ready, from_seq=None)
+        else:
+            ready = await self.client.create_session(
+                str(o.workspace),
+                model=o.model,
+                approval_mode=o.approval_mode,
+                fake_responses=o.fake_responses,
+                fake_chunk_delay_ms=o.fake_chunk_delay_ms,
+            )
+            await self._switch(ready, from_seq=1)
+
+    async def _switch(self, ready: SessionReady, *, from_seq: int | None) -> None:
+        if self.session_id and self.session_id != ready.session_id:
+            try:
+                await self.client.unsubscribe(self.session_id)
+            except DaemonError:
+                pass
+        self.session_id = ready.session_id
+        s = ready.summary
+        self.render.busy = s.busy
+        self.render.pending.clear()
+        verb = "resumed" if ready.resumed or from_seq is None else "new"
+        self.line(
+            f"agentbus chat · {verb} session {s.session_id} · {s.model} · mode {s.approval_mode} · {s.workspace}",
+            "bold",
+        )
+        if s.title:
+            self.line(f"  {s.title}", "dim")
+        self.line("Type a prompt, or /help. Ctrl-C cancels a turn; twice exits.", "dim")
+        # From the live point when resuming; an approval still waiting is asked again.
+        await self.client.subscribe(self.session_id, from_seq=from_seq)
+
+    # -- events ---------------------------------------------------------------------------------------------
+    async def _events(self) -> None:
+        async for event in self.client.events:
+            if isinstance(event, Envelope):
+                if event.session_id != self.session_id:
+                    continue
+                msg = event.message
+                if isinstance(msg, TurnStarted) and msg.prompt_id in self.my_prompts:
+                    self.my_turns[msg.turn_id] = msg.prompt_id
+            self.write(self.render.on(event, now=trio.current_time()))
+            self.rendered.set()
+            self.rendered = trio.Event()
+            if isinstance(event, Envelope) and isinstance(event.message, TurnEnded):
+                prompt_id = self.my_turns.pop(event.message.turn_id, None)
+                self.my_prompts.discard(prompt_id or "")
+                self.interrupts = 0
+                self._update_idle()
+                self.prompt_marker()
+        self.line("(the daemon closed the connection)", "red")
+        self.exit_code = 1
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel(reason="connection closed")
+
+    async def _ticker(self) -> None:
+        while True:
+            await trio.sleep(1)
+            self.write(self.render.progress(trio.current_time()))
+
+    # -- Ctrl-C -------------------------------------------------------------------------------------------------
+    async def _signals(self) -> None:
+        with trio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                self.interrupts += 1
+                running = not self._is_idle() or bool(self.render.pending)
+                if self.interrupts >= 2:
+                    self.line("exiting", "yellow")
+                    self.exit_code = 130
+                    assert self._nursery is not None
+                    self._nursery.cancel_scope.cancel(reason="Ctrl-C twice")
+                    return
+                if running:
+                    self.line("cancelling… (Ctrl-C again to exit)", "yellow")
+                    await self._cancel_all()
+                else:
+                    self.line("(press Ctrl-C again to exit, or type /quit)", "dim")
+                    self.prompt_marker()
+
+    async def _cancel_all(self) -> None:
+        try:
+            for rid in list(self.tool_calls):
+                await self.client.cancel(self.session_id, tool_request_id=rid)
+            if self.render.busy or self.my_prompts or self.render.pending:
+                await self.client.cancel(self.session_id)
+        except DaemonError as exc:
+            self.line(f"error: {exc.message}", "red")
+
+    # -- input ------------------------------------------------------------------------------------------------------
+    async def _input(self) -> int:
+        buf = b""
+        while True:
+            data = await self.stdin.receive_some(4096)
+            if not data:
+                if buf.strip():
+                    await self._line_typed(buf.decode("utf-8", "replace"))
+                # End of input (a pipe): let what runs finish, then leave.
+                await self.idle.wait()
+                return 0
+            buf += data
+            while b"\n" in buf:
+                raw, buf = buf.split(b"\n", 1)
+                self.render.mid_line = False  # the terminal echoed the newline
+                if await self._line_typed(raw.decode("utf-8", "replace").rstrip("\r")) == "quit":
+                    return 0
+
+    async def _line_typed(self, text: str) -> str | None:
+        self.interrupts = 0
+        stripped = text.strip()
+        if self.render.pending:
+            outcome = parse_answer(stripped)
+            if outcome is None:
+                self.write(self.render.approval_prompt())
+                return None
+            req = self.render.pending[0]
+            try:
+                await self.client.answer(self.session_id, req.correlation_id, outcome)
+            except DaemonError as exc:
+                self.line(f"error: {exc.message}", "red")
+            return None
+        if not stripped:
+            self.prompt_marker()
+            return None
+        try:
+            if stripped.startswith("!"):
+                self._start_tool("run_shell_command", {"command": stripped[1:].strip()})
+            elif stripped.startswith("/"):
+                return await self._command(stripped)
+            else:
+                accepted = await self.client.prompt(self.session_id, text)
+                self.my_prompts.add(accepted.prompt_id)
+                self._update_idle()
+        except DaemonError as exc:
+            self.line(f"error: {exc.message}", "red")
+            self.prompt_marker()
+        return None
+
+    async def _command(self, text: str) -> str | None:
+        name, _, rest = text.partition(" ")
+        rest = rest.strip()
+        match name:
+            case "/quit" | "/exit":
+                return "quit"
+            case "/help":
+                self.line(HELP)
+            case "/sessions":
+                listed = (await self.client.list_sessions(str(self.opts.workspace))).sessions
+                self.write(self.render.sessions_table(list(listed), self.session_id))
+            case "/resume":
+                await self._resume(rest)
+            case "/new":
+                ready = await self.client.create_session(
+                    str(self.opts.workspace),
+                    model=self.opts.model,
+                    approval_mode=self.opts.approval_mode,
+                    fake_responses=self.opts.fake_responses,
+                )
+                await self._switch(ready, from_seq=1)
+            case "/mode":
+                if not rest:
+                    self.line("usage: /mode default|auto_edit|yolo|plan", "yellow")
+                else:
+                    await self.client.set_mode(self.session_id, rest)
+                    self.line(f"approval mode: {rest}", "green")
+            case "/tool":
+                tool, _, raw = rest.partition(" ")
+                if not tool:
+                    self.line('usage: /tool NAME {"arg": "value"}', "yellow")
+                else:
+                    try:
+                        args = json.loads(raw) if raw.strip() else {}
+                    except json.JSONDecodeError as exc:
+                        self.line(f"error: the arguments are not JSON: {exc.msg} (column {exc.colno})", "red")
+                    else:
+                        if not isinstance(args, dict):
+                            self.line("error: the arguments must be a JSON object", "red")
+                        else:
+                            self._start_tool(tool, args)
+                            return None
+            case _:
+                self.line(f"unknown command {name}; /help lists them", "yellow")
+        self.prompt_marker()
+        return None
+
+    async def _resume(self, ident: str) -> None:
+        if not ident:
+            self.line("usage: /resume ID|N (see /sessions)", "yellow")
+            return
+        if ident.isdigit():
+            listed = (await self.client.list_sessions(str(self.opts.workspace))).sessions
+            index = int(ident)
+            if not 0 < index <= len(listed):
+                self.line(f"no session number {index}; /sessions lists them", "yellow")
+                return
+            ident = listed[index - 1].session_id
+        ready = await self.client.load_session(ident, fake_responses=self.opts.fake_responses)
+        await self._switch(ready, from_seq=None)
+
+    def _start_tool(self, name: str, args: dict[str, Any]) -> None:
+        rid = new_id()
+        self.tool_calls.add(rid)
+        self._update_idle()
+        assert self._nursery is not None
+        self._nursery.start_soon(self._run_tool, rid, name, args)
+
+    async def _run_tool(self, rid: str, name: str, args: dict[str, Any]) -> None:
+        try:
+            result = await self.client.call_tool(self.session_id, name, args, request_id=rid)
+        except DaemonError as exc:
+            self.line(f"error: {exc.message}", "red")
+        else:
+            # The reply can overtake the call's events: let them be shown first.
+            with trio.move_on_after(EVENTS_GRACE_S):
+                while result.call.call_id not in self.render.finished:
+                    await self.rendered.wait()
+            self.write(self.render.tool_result(result.call))
+        finally:
+            self.tool_calls.discard(rid)
+            self._update_idle()
+        self.prompt_marker()
+
+
+def use_colour(stream: TextIO, environ: dict[str, str] | None = None) -> bool:
+    env = os.environ if environ is None else environ
+    if env.get("NO_COLOR"):
+        return False
+    if env.get("FORCE_COLOR"):
+        return True
+    return stream.isatty() and env.get("TERM", "") not in ("", "dumb")
+
+
+StdinFactory = Callable[[], trio.abc.ReceiveStream]

@@ -1,0 +1,319 @@
+"""What ``agentbus chat`` shows: session events in, terminal text out. No I/O.
+
+``Renderer.on(event)`` returns the text to write for one event and keeps the little
+state the screen needs: whether the cursor is mid-line, which tool call owns the
+current line (a terminal rewrites it in place as the call's status changes), the
+approvals waiting for an answer, whether a turn runs. With ``colour`` off the output is
+plain text, one line per status change, fit for a pipe or a log.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from typing import Any
+
+import attrs
+
+from bus import Envelope
+from bus._json import thaw
+from bus.messages import (
+    ApprovalRequested,
+    ApprovalSettled,
+    CompletedCall,
+    DaemonStopping,
+    Message,
+    ModelRetrying,
+    ObserverLagged,
+    PromptQueued,
+    ProtocolError,
+    ScheduleBatch,
+    SessionClosed,
+    SessionSummary,
+    SubmitPrompt,
+    SubscriptionEnded,
+    TextStreamed,
+    ThoughtStreamed,
+    ToolCallRequested,
+    ToolCallUpdated,
+    ToolOutputStreamed,
+    TurnEnded,
+    TurnNotice,
+    TurnStarted,
+)
+
+RESET = "\x1b[0m"
+STYLES = {
+    "dim": "\x1b[2m",
+    "bold": "\x1b[1m",
+    "red": "\x1b[31m",
+    "green": "\x1b[32m",
+    "yellow": "\x1b[33m",
+    "blue": "\x1b[34m",
+    "magenta": "\x1b[35m",
+    "cyan": "\x1b[36m",
+}
+CLEAR_LINE = "\r\x1b[K"
+ANSWERS = {
+    "y": "proceed_once",
+    "yes": "proceed_once",
+    "1": "proceed_once",
+    "a": "proceed_always",
+    "always": "proceed_always",
+    "2": "proceed_always",
+    "n": "cancel",
+    "no": "cancel",
+    "3": "cancel",
+}
+APPROVAL_HINT = "[y]es once / [a]lways / [n]o"
+SYMBOLS = {"success": "✓", "error": "✗", "cancelled": "⊘", "executing": "⏺"}
+
+
+@attrs.define
+class _Call:
+    call_id: str
+    name: str
+    args: Any = None
+    status: str = ""
+    started: float | None = None
+    streamed: bool = False
+    user: bool = False
+
+
+@attrs.define
+class Renderer:
+    colour: bool = False
+    me: str = ""
+    """This client's address (its own prompts are not echoed, answers attributed)."""
+    mid_line: bool = False
+    line_owner: str | None = None
+    """Call id whose status line is the current, unfinished line (colour mode)."""
+    calls: dict[str, _Call] = attrs.field(factory=dict)
+    pending: deque[ApprovalRequested] = attrs.field(factory=deque)
+    busy: bool = False
+    finished: set[str] = attrs.field(factory=set)
+    """Calls whose terminal status was shown."""
+
+    # -- styling -------------------------------------------------------------------------------------
+    def style(self, text: str, *names: str) -> str:
+        if not self.colour or not names:
+            return text
+        return "".join(STYLES[n] for n in names) + text + RESET
+
+    def _line(self, text: str) -> str:
+        """A whole line, after finishing whatever line is open."""
+        return self._break() + text + "\n"
+
+    def _break(self) -> str:
+        out = "\n" if self.mid_line else ""
+        self.mid_line = False
+        self.line_owner = None
+        return out
+
+    def ensure_line_start(self) -> str:
+        return self._break()
+
+    # -- events ----------------------------------------------------------------------------------------
+    def on(self, event: Any, now: float = 0.0) -> str:
+        if isinstance(event, Envelope):
+            return self.message(event.message, sender=event.sender, now=now)
+        match event:
+            case ObserverLagged():
+                return self._line(self.style("(fell behind; caught up from the recording)", "dim"))
+            case SubscriptionEnded():
+                return self._line(self.style(f"(session {event.session_id[:8]} ended: {event.reason})", "yellow"))
+            case DaemonStopping():
+                return self._line(self.style(f"(the daemon is stopping: {event.reason})", "yellow"))
+            case ProtocolError():
+                return self._line(self.style(f"error: {event.message}", "red"))
+            case _:
+                return ""
+
+    def message(self, msg: Message, *, sender: str = "", now: float = 0.0) -> str:
+        match msg:
+            case TurnStarted():
+                self.busy = True
+                return ""
+            case SubmitPrompt():
+                if sender and sender != self.me and not sender.startswith("daemon:"):
+                    return self._line(self.style(f"» {msg.display_text}", "magenta"))
+                return ""
+            case TextStreamed():
+                if not msg.text:
+                    return ""
+                out = self._break() if self.line_owner is not None else ""
+                self.mid_line = not msg.text.endswith("\n")
+                return out + msg.text
+            case ThoughtStreamed():
+                subject = msg.subject or msg.description.split("\n", 1)[0]
+                return self._line(self.style(f"✦ {subject}", "dim"))
+            case ToolCallRequested():
+                self.calls[msg.call_id] = _Call(msg.call_id, msg.name, thaw(msg.args))
+                return ""
+            case ScheduleBatch():
+                for req in msg.calls:  # a user's own calls have no ToolCallRequested
+                    if req.call_id not in self.calls:
+                        self.calls[req.call_id] = _Call(req.call_id, req.name, thaw(req.args), user=req.client_initiated)
+                return ""
+            case ToolCallUpdated():
+                return self._tool_update(msg, now)
+            case ToolOutputStreamed():
+                call = self.calls.get(msg.call_id)
+                if call is not None:
+                    call.streamed = True
+                text = "".join(f"  │ {line}\n" for line in msg.text.rstrip("\n").split("\n")) if msg.text.strip() else ""
+                return self._break() + self.style(text, "dim") if text else ""
+            case ApprovalRequested():
+                call = self.calls.setdefault(msg.call_id, _Call(msg.call_id, msg.name, thaw(msg.args)))
+                call.status = "awaiting_approval"
+                self.pending.append(msg)
+                return self.approval_prompt() if len(self.pending) == 1 else ""
+            case ApprovalSettled():
+                waiting = next((p for p in self.pending if p.correlation_id == msg.correlation_id), None)
+                if waiting is None or not msg.outcome:
+                    return ""
+                self.pending.remove(waiting)
+                out = ""
+                if msg.answered_by != self.me:
+                    out = self._line(self.style(f"(answered by another client: {msg.outcome})", "dim"))
+                if self.pending:
+                    out += self.approval_prompt()
+                return out
+            case PromptQueued():
+                return self._line(self.style(f"(queued, position {msg.position})", "dim"))
+            case ModelRetrying():
+                return self._line(self.style(f"(retrying in {msg.delay_s:g}s: {msg.reason})", "dim"))
+            case TurnNotice():
+                colour = "red" if msg.severity == "error" else "yellow"
+                return self._line(self.style(f"⚠ {msg.message}", colour))
+            case TurnEnded():
+                self.busy = False
+                self.pending.clear()
+                out = self._break()
+                if msg.stop_reason == "cancelled":
+                    out += self.style("(cancelled)", "yellow") + "\n"
+                elif msg.error is not None:
+                    out += self.style(f"Error: {msg.error.message.splitlines()[0] if msg.error.message else msg.error.type}", "red") + "\n"
+                elif msg.stop_reason != "end_turn":
+                    out += self.style(f"(stopped: {msg.stop_reason})", "yellow") + "\n"
+                return out
+            case SessionClosed():
+                return self._line(self.style(f"(session closed: {msg.reason})", "yellow"))
+            case _:
+                return ""
+
+    def _tool_update(self, msg: ToolCallUpdated, now: float) -> str:
+        call = self.calls.setdefault(msg.call_id, _Call(msg.call_id, msg.name))
+        call.status = msg.status
+        if msg.status in ("validating", "scheduled", "awaiting_approval"):
+            return ""
+        if msg.status == "executing":
+            call.started = now
+            line = f"{SYMBOLS['executing']} {self.describe(call)} " + self.style("running…", "dim")
+            if self.colour:
+                out = self._break() + line
+                self.mid_line, self.line_owner = True, call.call_id
+                return out
+            return self._line(line)
+        self.finished.add(call.call_id)
+        stale = [p for p in self.pending if p.call_id == call.call_id]
+        for p in stale:  # cancelled while it waited: nobody needs to answer any more
+            self.pending.remove(p)
+        symbol = SYMBOLS.get(msg.status, "•")
+        colour = {"success": "green", "error": "red", "cancelled": "yellow"}.get(msg.status, "")
+        took = f" ({_ms(now - call.started)})" if call.started is not None else ""
+        detail = ""
+        if msg.status != "success" and msg.detail:
+            detail = ": " + msg.detail.strip().splitlines()[0][:200]
+        line = self.style(f"{symbol} {self.describe(call)} {msg.status}{took}", colour) + detail
+        if self.colour and self.line_owner == call.call_id:
+            self.mid_line, self.line_owner = False, None
+            out = CLEAR_LINE + line + "\n"
+        else:
+            out = self._line(line)
+        return out + (self.approval_prompt() if stale and self.pending else "")
+
+    def progress(self, now: float) -> str:
+        """Colour mode: the running call's line again, with its elapsed time."""
+        call = self.calls.get(self.line_owner) if self.line_owner else None
+        if call is None or call.status != "executing" or call.started is None:
+            return ""
+        return CLEAR_LINE + f"{SYMBOLS['executing']} {self.describe(call)} " + self.style(f"running… {now - call.started:.0f}s", "dim")
+
+    def describe(self, call: _Call) -> str:
+        return self.style(call.name, "bold") + _args_summary(call.name, call.args)
+
+    def approval_prompt(self) -> str:
+        if not self.pending:
+            return ""
+        req = self.pending[0]
+        title = str(thaw(req.details).get("title") or req.name) if isinstance(thaw(req.details), dict) else req.name
+        summary = _args_summary(req.name, thaw(req.args))
+        return self._line(self.style("? ", "yellow", "bold") + f"Allow {title}{summary}?") + self.style(
+            f"  {APPROVAL_HINT}: ", "yellow"
+        )
+
+    def tool_result(self, call: CompletedCall) -> str:
+        """A user-initiated call's result (``ToolCallResult``): its output unless it was
+        streamed live, and its status when there was no status line for it."""
+        known = self.calls.get(call.call_id)
+        out = ""
+        if known is None or not known.streamed:
+            text = _display_text(call)
+            if text:
+                colour = "red" if call.status == "error" else ""
+                out += self._break() + "".join(
+                    self.style(f"  {line}", colour) + "\n" if colour else f"  {line}\n" for line in text.rstrip("\n").split("\n")
+                )
+        if known is None:
+            symbol = SYMBOLS.get(call.status, "•")
+            out += self._line(f"{symbol} {call.name} {call.status}")
+        return out
+
+    def sessions_table(self, sessions: list[SessionSummary], current: str) -> str:
+        if not sessions:
+            return self._line("No sessions for this workspace.")
+        rows = [self._break()]
+        for i, s in enumerate(sessions, 1):
+            mark = "*" if s.session_id == current else " "
+            state = s.state + (", busy" if s.busy else "")
+            rows.append(f"{mark}{i:3}. {s.title or '(no prompt yet)'}  {self.style(f'[{s.session_id}] {state}', 'dim')}\n")
+        return "".join(rows)
+
+
+def _display_text(call: CompletedCall) -> str:
+    """What a user-initiated call shows: its display, else what the model would have
+    been given (``read_file`` displays nothing), else its error."""
+    if call.status != "success" and call.error_message:
+        return call.error_message
+    display = thaw(call.result_display)
+    if isinstance(display, str) and display.strip():
+        return display
+    if display and not isinstance(display, str):
+        return json.dumps(display, ensure_ascii=False)
+    for part in thaw(call.response_parts):
+        response = part.get("functionResponse", {}).get("response", {}) if isinstance(part, dict) else {}
+        output = response.get("output") if isinstance(response, dict) else None
+        if isinstance(output, str) and output:
+            return output
+    return ""
+
+
+def parse_answer(text: str) -> str | None:
+    return ANSWERS.get(text.strip().lower())
+
+
+def _args_summary(name: str, args: Any) -> str:
+    if not isinstance(args, dict) or not args:
+        return ""
+    for key in ("command", "file_path", "dir_path", "pattern", "path", "query", "url", "prompt"):
+        value = args.get(key)
+        if isinstance(value, str) and value:
+            short = value if len(value) <= 80 else value[:77] + "..."
+            return f" {short}"
+    text = json.dumps(args, ensure_ascii=False)
+    return " " + (text if len(text) <= 80 else text[:77] + "...")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"

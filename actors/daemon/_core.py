@@ -1,0 +1,508 @@
+"""The daemon's sessions: starting, resuming, sharing, ending and restarting them.
+
+Each running session is one ``runtime.supervise_session`` in the daemon's session
+nursery, built exactly as a headless run builds it (``actors.cli._setup``) but
+interactive, and served by the daemon's one gateway. Sessions belong to the daemon,
+not to a connection: they run until a client ends them or the daemon stops. The
+registry (``_registry``) remembers them across restarts; a session the daemon does not
+run yet is resumed from its recording (its history rebuilt by
+``actors.cli._sessions.resumable_history``) when a client first touches it.
+
+Per session the daemon keeps a small monitor (a blocking observer that only updates
+counters: is a turn running, which approvals wait, the first prompt) for listings and
+for refusing a mode change mid-turn.
+
+A mode change restarts the session's actors from the recording between turns: the
+approval mode shapes the policy engine and the tool registry, which are built with
+the session. Subscribers follow the restarted session without a gap (``successor``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import logging
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from bus import Bus, DeliveryError, Port
+from bus.messages import (
+    ApprovalRequested,
+    ApprovalSettled,
+    CloseSession,
+    SessionClosed,
+    SessionSummary,
+    SubmitPrompt,
+    TurnEnded,
+    TurnStarted,
+)
+
+from .. import runtime
+from ..cli import _sessions as sessions_on_disk
+from ..cli import _settings
+from ..cli._errors import FatalError
+from ..cli._headless import check_auth, run_hooks
+from ..cli._setup import (
+    approval_mode_from,
+    environment_context,
+    model_from,
+    session_config,
+    session_setup,
+)
+from ..gateway import FakeResponsesError
+from ..recorder import RecordingError, load_recording, recording_path
+from ._backends import SessionBackends
+from ._registry import Registry, SessionEntry
+
+log = logging.getLogger("agentbus.daemon")
+
+SHUTDOWN_GRACE_S = 1.2
+"""How long running turns get to cancel and acknowledge when the daemon stops."""
+END_GRACE_S = 5.0
+
+
+class RequestError(Exception):
+    """A request the daemon cannot carry out; ``code`` as in ``ProtocolError``."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@attrs.define(eq=False)
+class LiveSession:
+    """One session the daemon runs."""
+
+    entry: SessionEntry
+    cfg: runtime.SessionConfig
+    recording: Path
+    addrs: runtime.SessionAddresses | None = None
+    port: Port | None = None
+    """The daemon's own address in the session (``daemon:<id>``): opens, closes, hooks."""
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    stopped: trio.Event = attrs.field(factory=trio.Event)
+    closing: str | None = None
+    """Why it is being stopped: ``end``, ``restart`` or ``shutdown``."""
+    successor: LiveSession | None = None
+    replaced: trio.Event = attrs.field(factory=trio.Event)
+    """Set when a restart finished (``successor`` is the new run, or None if it failed)."""
+    control: trio.Lock = attrs.field(factory=trio.Lock)
+    busy: bool = False
+    pending: dict[str, str] = attrs.field(factory=dict)
+    """Approvals waiting: correlation id -> call id."""
+    title: str = ""
+    last_updated: str = ""
+    next_seq: int = 0
+    subscribers: int = 0
+    failure: str | None = None
+
+    @property
+    def session_id(self) -> str:
+        return self.entry.session_id
+
+    def summary(self) -> SessionSummary:
+        return SessionSummary(
+            session_id=self.session_id,
+            state="running",
+            workspace=self.entry.workspace,
+            model=self.entry.model,
+            approval_mode=self.entry.approval_mode,
+            title=self.title,
+            last_updated=self.last_updated,
+            busy=self.busy,
+            pending_approvals=tuple(self.pending),
+            next_seq=self.next_seq,
+            clients=self.subscribers,
+        )
+
+
+class DaemonCore:
+    """Owns the running sessions (see the module doc)."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        data_dir: Path,
+        backends: SessionBackends,
+        nursery: trio.Nursery,
+        environ: dict[str, str] | None = None,
+    ) -> None:
+        self.bus = bus
+        self.data_dir = data_dir
+        self.backends = backends
+        self.nursery = nursery
+        self.environ = dict(os.environ if environ is None else environ)
+        self.registry = Registry(data_dir / "daemon" / "sessions.json")
+        if self.registry.problem:
+            log.warning("session registry unreadable, starting empty: %s", self.registry.problem)
+        self.sessions: dict[str, LiveSession] = {}
+        self._starting: dict[str, trio.Event] = {}
+        self.stop_requested = trio.Event()
+        self.stop_reason = ""
+        self.stopping = False
+        self.started = now_iso()
+
+    # -- requests ----------------------------------------------------------------------------
+    async def create(
+        self,
+        *,
+        workspace: str,
+        model: str = "",
+        approval_mode: str = "",
+        session_id: str = "",
+        fake_responses: str = "",
+        fake_chunk_delay_ms: int = 0,
+    ) -> LiveSession:
+        self._refuse_when_stopping()
+        ws = _workspace(workspace)
+        sid = session_id or str(uuid.uuid4())
+        if not sessions_on_disk.SESSION_ID_RE.match(sid):
+            raise RequestError("invalid", f"invalid session id {sid!r}")
+        if sid in self.sessions or self.registry.get(sid) or recording_path(self.data_dir, sid).exists():
+            raise RequestError("invalid", f'session "{sid}" already exists; load it instead')
+        settings = self._settings(ws)
+        entry = SessionEntry(
+            session_id=sid,
+            workspace=str(ws),
+            model=model_from(model or None, settings),
+            approval_mode=approval_mode_from(approval_mode or None, False, settings),
+            fake_responses=_absolute(fake_responses, ws),
+            fake_chunk_delay_ms=fake_chunk_delay_ms,
+            created=now_iso(),
+        )
+        with self._reserve(sid):
+            live = await self._start(entry, history=(), source="startup")
+        self.registry.put(entry)
+        return live
+
+    async def load(
+        self, session_id: str, *, fake_responses: str = "", fake_chunk_delay_ms: int = 0
+    ) -> tuple[LiveSession, bool]:
+        """The running session, starting (resuming) it when needed; True if resumed now."""
+        while session_id in self._starting:
+            await self._starting[session_id].wait()
+        live = self.sessions.get(session_id)
+        if live is not None:
+            if fake_responses:  # from now on, this file answers the session's model requests
+                changed = attrs.evolve(
+                    live.entry,
+                    fake_responses=_absolute(fake_responses, Path(live.entry.workspace)),
+                    fake_chunk_delay_ms=fake_chunk_delay_ms,
+                )
+                self._use_fake(changed)
+                live.entry = changed
+                self.registry.put(changed)
+            return live, False
+        self._refuse_when_stopping()
+        entry = self.registry.get(session_id)
+        path = recording_path(self.data_dir, session_id)
+        if entry is None:
+            entry = self._entry_from_recording(session_id, path)
+        if fake_responses:
+            entry = attrs.evolve(
+                entry,
+                fake_responses=_absolute(fake_responses, Path(entry.workspace)),
+                fake_chunk_delay_ms=fake_chunk_delay_ms,
+            )
+        with self._reserve(session_id):
+            live = await self._start(entry, history=self._history(path), source="resume")
+        self.registry.put(entry)
+        return live, True
+
+    def running(self, session_id: str) -> LiveSession:
+        live = self.sessions.get(session_id)
+        if live is None or live.addrs is None:
+            raise RequestError("unknown_session", f"session {session_id!r} is not running")
+        return live
+
+    async def end(self, session_id: str, reason: str) -> None:
+        """Close a session for everyone and forget it (its recording stays)."""
+        live = self.running(session_id)
+        async with live.control:
+            if live.closing is not None:
+                raise RequestError("busy", f"session {session_id!r} is already stopping")
+            live.closing = "end"
+            assert live.addrs is not None and live.port is not None
+            with trio.move_on_after(END_GRACE_S):
+                await run_hooks(live.port, live.addrs, session_id, "SessionEnd", "exit", {"reason": "exit"})
+            await self._close(live, reason or "ended by a client")
+            with trio.move_on_after(END_GRACE_S):
+                await live.stopped.wait()
+            live.scope.cancel(reason="the session did not stop in time")
+            await live.stopped.wait()
+        self.registry.remove(session_id)
+        self.backends.forget(session_id)
+
+    async def set_mode(self, session_id: str, approval_mode: str) -> LiveSession:
+        """Restart the session's actors with ``approval_mode`` (between turns)."""
+        live = self.running(session_id)
+        async with live.control:
+            if live.closing is not None:
+                raise RequestError("busy", f"session {session_id!r} is stopping")
+            if live.entry.approval_mode == approval_mode:
+                return live
+            if live.busy or live.pending:
+                raise RequestError("busy", "a turn is running: change the mode when it has ended")
+            live.closing = "restart"
+            entry = attrs.evolve(live.entry, approval_mode=approval_mode)
+            try:
+                # Reserved from before the old run stops, so that no concurrent load
+                # starts a second run of the session in between.
+                with self._reserve(session_id):
+                    await self._close(live, f"approval mode changed to {approval_mode}")
+                    await live.stopped.wait()
+                    new = await self._start(entry, history=self._history(live.recording), source="resume")
+            except BaseException:
+                live.replaced.set()
+                raise
+            self.registry.put(entry)
+            live.successor = new
+            live.replaced.set()
+            return new
+
+    def list(self, workspace: str = "") -> list[SessionSummary]:
+        out = [live.summary() for live in self.sessions.values()]
+        known = {s.session_id for s in out}
+        for entry in self.registry.entries():
+            if entry.session_id not in known:
+                known.add(entry.session_id)
+                out.append(
+                    SessionSummary(
+                        session_id=entry.session_id,
+                        state="dormant",
+                        workspace=entry.workspace,
+                        model=entry.model,
+                        approval_mode=entry.approval_mode,
+                        last_updated=entry.created,
+                    )
+                )
+        if workspace:
+            try:
+                recorded = sessions_on_disk.list_sessions(self.data_dir, Path(workspace).resolve())
+            except OSError:
+                recorded = []
+            titles = {info.id: info for info in recorded}
+            out = [
+                attrs.evolve(s, title=s.title or titles[s.session_id].first_user_message)
+                if s.session_id in titles
+                else s
+                for s in out
+                if s.workspace == str(Path(workspace).resolve())
+            ]
+            for info in recorded:
+                if info.id not in known:
+                    out.append(
+                        SessionSummary(
+                            session_id=info.id,
+                            state="recorded",
+                            workspace=info.workspace,
+                            title=info.first_user_message,
+                            last_updated=info.last_updated,
+                        )
+                    )
+        return out
+
+    def request_stop(self, reason: str) -> None:
+        if not self.stop_requested.is_set():
+            self.stop_reason = reason
+            self.stop_requested.set()
+
+    async def shutdown(self, grace: float = SHUTDOWN_GRACE_S) -> None:
+        """Cancel running turns (acknowledged), flush recordings, stop every session.
+        The registry keeps them: the next daemon resumes them."""
+        self.stopping = True
+        lives = list(self.sessions.values())
+        with trio.move_on_after(grace):
+            for live in lives:
+                if live.closing is None:
+                    live.closing = "shutdown"
+                    await self._close(live, "the daemon is shutting down")
+            for live in lives:
+                await live.stopped.wait()
+        for live in lives:
+            live.scope.cancel(reason="daemon shutdown: the session did not stop in time")
+        for live in lives:
+            await live.stopped.wait()
+
+    # -- running a session -----------------------------------------------------------------------
+    def _refuse_when_stopping(self) -> None:
+        if self.stopping or self.stop_requested.is_set():
+            raise RequestError("failed", "the daemon is shutting down")
+
+    def _settings(self, workspace: Path) -> dict[str, Any]:
+        try:
+            return _settings.load_settings(workspace)
+        except FatalError as exc:
+            raise RequestError("failed", exc.message) from None
+
+    def _entry_from_recording(self, session_id: str, path: Path) -> SessionEntry:
+        if not path.exists():
+            raise RequestError("unknown_session", f"no session {session_id!r} (no recording at {path})")
+        meta = self._load(path).meta
+        workspace = meta.get("workspace")
+        if not isinstance(workspace, str) or not Path(workspace).is_dir():
+            raise RequestError("failed", f"the workspace of session {session_id!r} ({workspace!r}) is gone")
+        model, mode = meta.get("model"), meta.get("approval_mode")
+        return SessionEntry(
+            session_id=session_id,
+            workspace=workspace,
+            model=model if isinstance(model, str) and model else "auto",
+            approval_mode=mode if isinstance(mode, str) and mode else "default",
+            created=now_iso(),
+        )
+
+    def _load(self, path: Path) -> Any:
+        try:
+            return load_recording(path, on_torn=lambda t: log.warning("%s:%s: %s; ignored", path, t.line, t.reason))
+        except RecordingError as exc:
+            raise RequestError("failed", f"cannot resume: {exc}") from None
+
+    def _history(self, path: Path) -> tuple[Any, ...]:
+        if not path.exists():
+            return ()
+        return tuple(sessions_on_disk.resumable_history(self._load(path)))
+
+    def _config(self, entry: SessionEntry, history: tuple[Any, ...]) -> runtime.SessionConfig:
+        workspace = Path(entry.workspace)
+        settings = self._settings(workspace)
+        try:
+            check_auth(settings, self.environ, fake_model=bool(entry.fake_responses))
+            setup = session_setup(
+                workspace=workspace,
+                settings=settings,
+                session_id=entry.session_id,
+                model=entry.model,
+                approval_mode=entry.approval_mode,
+                interactive=True,
+            )
+        except FatalError as exc:
+            raise RequestError("failed", exc.message) from None
+        cfg = session_config(
+            setup,
+            history=(environment_context(setup), *history),
+            recording=recording_path(self.data_dir, entry.session_id),
+            settings=settings,
+        )
+        return attrs.evolve(cfg, **runtime.guard_settings(settings))
+
+    @contextlib.contextmanager
+    def _reserve(self, session_id: str) -> Iterator[None]:
+        """Make ``load`` of ``session_id`` wait while it is being (re)started."""
+        self._starting[session_id] = started = trio.Event()
+        try:
+            yield
+        finally:
+            del self._starting[session_id]
+            started.set()
+
+    async def _start(self, entry: SessionEntry, *, history: tuple[Any, ...], source: str) -> LiveSession:
+        sid = entry.session_id
+        cfg = self._config(entry, history)
+        self._use_fake(entry)
+        live = LiveSession(entry=entry, cfg=cfg, recording=recording_path(self.data_dir, sid))
+        self.sessions[sid] = live
+        try:
+            await self.nursery.start(self._run, live, source)
+        except Exception as exc:
+            raise RequestError("failed", f"the session could not start: {exc}") from None
+        return live
+
+    def _use_fake(self, entry: SessionEntry) -> None:
+        if entry.fake_responses:
+            try:
+                self.backends.use_fake(entry.session_id, entry.fake_responses, entry.fake_chunk_delay_ms)
+            except FakeResponsesError as exc:
+                raise RequestError("failed", str(exc)) from None
+
+    async def _run(self, live: LiveSession, source: str, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        sid = live.session_id
+        port = live.port = self.bus.connect(f"daemon:{sid}")
+        reported = False
+        try:
+            with live.scope:
+                async with trio.open_nursery() as nursery:
+                    addrs = await nursery.start(runtime.supervise_session, self.bus, live.cfg)
+                    # After the supervisor: the recorder is the session's first observer.
+                    monitor = self.bus.subscribe(sid, f"daemon-monitor:{sid}", policy="block", capacity=256)
+                    nursery.start_soon(self._monitor, live, monitor)
+                    await port.send(runtime.open_session_message(live.cfg), to=addrs.session)
+                    await run_hooks(port, addrs, sid, "SessionStart", source, {"source": source})
+                    live.addrs = addrs
+                    live.next_seq = self.bus.next_seq(sid)
+                    live.last_updated = now_iso()
+                    task_status.started()
+                    reported = True
+        except Exception as exc:
+            if not reported:
+                raise
+            live.failure = f"{type(exc).__name__}: {exc}"
+            log.error("session %s failed: %s", sid, live.failure)
+        finally:
+            port.close()
+            self.bus.forget_session(sid)
+            if self.sessions.get(sid) is live:
+                del self.sessions[sid]
+            live.addrs = None
+            live.stopped.set()
+
+    async def _monitor(self, live: LiveSession, sub: Any) -> None:
+        try:
+            async for env in sub:
+                msg = env.message
+                live.next_seq = env.seq + 1
+                match msg:
+                    case TurnStarted():
+                        live.busy = True
+                    case TurnEnded():
+                        live.busy = False
+                    case ApprovalRequested():
+                        live.pending[msg.correlation_id] = msg.call_id
+                    case ApprovalSettled():
+                        live.pending.pop(msg.correlation_id, None)
+                    case SubmitPrompt():
+                        if not live.title:
+                            live.title = sessions_on_disk.clean_message(msg.display_text)[:100]
+                    case SessionClosed():
+                        break
+                    case _:
+                        pass
+                live.last_updated = now_iso()
+        finally:
+            self.bus.unsubscribe(sub)
+
+    async def _close(self, live: LiveSession, reason: str) -> None:
+        if live.port is None or live.addrs is None:
+            return
+        try:
+            await live.port.send(CloseSession(session_id=live.session_id, reason=reason), to=live.addrs.session)
+        except DeliveryError:
+            pass  # already stopped
+
+
+def _workspace(workspace: str) -> Path:
+    ws = Path(workspace)
+    if not ws.is_absolute() or not ws.is_dir():
+        raise RequestError("invalid", f"workspace {workspace!r} is not an absolute path to a directory")
+    return ws.resolve()
+
+
+def _absolute(path: str, base: Path) -> str:
+    if not path:
+        return ""
+    p = Path(path)
+    return str(p if p.is_absolute() else (base / p).resolve())
+
+
+SummaryFn = Callable[[], list[SessionSummary]]

@@ -1,0 +1,208 @@
+"""The native protocol's rules, without I/O: framing, decoding, who may do what.
+
+Frames are lines of UTF-8 JSON, at most ``MAX_FRAME`` bytes each (newline excluded).
+A longer frame is dropped up to its newline and answered ``frame_too_large``. Each
+frame must decode (``bus.codec``) to a client request of ``bus.messages.client``;
+the first must be ``Hello`` with this ``PROTOCOL_VERSION``. Requests about a session
+need the connection to have opened it first (``CreateSession``, ``LoadSession`` or
+``Subscribe``). Every refused frame is a ``ProtocolError``; after ``MAX_ERRORS`` of them
+the connection is closed, and a frame before ``Hello`` or a wrong version closes it at
+once.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from bus import CodecError
+from bus.codec import decode
+from bus.messages import (
+    PROTOCOL_VERSION,
+    Answer,
+    CallTool,
+    Cancel,
+    CreateSession,
+    DaemonStatus,
+    EndSession,
+    Hello,
+    ListSessions,
+    LoadSession,
+    Message,
+    Prompt,
+    ProtocolError,
+    SetMode,
+    StopDaemon,
+    Subscribe,
+    Unsubscribe,
+)
+
+MAX_FRAME = 1 << 20
+MAX_ERRORS = 5
+
+REQUESTS = (
+    Hello,
+    ListSessions,
+    CreateSession,
+    LoadSession,
+    EndSession,
+    Subscribe,
+    Unsubscribe,
+    Prompt,
+    Cancel,
+    Answer,
+    SetMode,
+    CallTool,
+    DaemonStatus,
+    StopDaemon,
+)
+OPENS_SESSION = (CreateSession, LoadSession, Subscribe)
+NEEDS_SESSION = (EndSession, Unsubscribe, Prompt, Cancel, Answer, SetMode, CallTool)
+APPROVAL_MODES = ("default", "auto_edit", "yolo", "plan")
+OUTCOMES = (
+    "proceed_once",
+    "proceed_always",
+    "proceed_always_and_save",
+    "proceed_always_tool",
+    "proceed_always_server",
+    "modify_with_editor",
+    "cancel",
+)
+
+
+@attrs.frozen
+class Oversized:
+    """A frame longer than the limit (its bytes were dropped)."""
+
+    size: int
+
+
+class FrameSplitter:
+    """Bytes in, complete frames out, never holding more than ``limit`` bytes."""
+
+    def __init__(self, limit: int = MAX_FRAME) -> None:
+        self.limit = limit
+        self._buf = bytearray()
+        self._dropping = 0
+        """Bytes of an oversized frame dropped so far (0: not dropping)."""
+
+    def feed(self, data: bytes) -> list[bytes | Oversized]:
+        out: list[bytes | Oversized] = []
+        start = 0
+        while start < len(data):
+            nl = data.find(b"\n", start)
+            chunk = data[start:] if nl < 0 else data[start:nl]
+            if self._dropping:
+                self._dropping += len(chunk)
+                if nl >= 0:
+                    out.append(Oversized(self._dropping))
+                    self._dropping = 0
+            elif len(self._buf) + len(chunk) > self.limit:
+                self._dropping = len(self._buf) + len(chunk)
+                self._buf.clear()
+                if nl >= 0:
+                    out.append(Oversized(self._dropping))
+                    self._dropping = 0
+            else:
+                self._buf += chunk
+                if nl >= 0:
+                    frame = bytes(self._buf)
+                    self._buf.clear()
+                    if frame.strip():
+                        out.append(frame)
+            if nl < 0:
+                break
+            start = nl + 1
+        return out
+
+    @property
+    def pending(self) -> int:
+        return len(self._buf) + self._dropping
+
+
+@attrs.define
+class ConnectionRules:
+    """What one connection may do: its hello, its sessions, its error count."""
+
+    hello: Hello | None = None
+    sessions: set[str] = attrs.field(factory=set)
+    errors: int = 0
+    token: str = ""
+    """Required in ``Hello`` when not empty."""
+
+    def check(self, frame: bytes | Oversized) -> Message | ProtocolError:
+        """Decode and admit one frame: the request, or the error to answer with."""
+        if isinstance(frame, Oversized):
+            return self._error(None, "frame_too_large", f"frame of {frame.size} bytes exceeds {MAX_FRAME}")
+        try:
+            msg = decode(frame)
+        except CodecError as exc:
+            return self._error(None, "bad_frame", str(exc))
+        return self.admit(msg)
+
+    def admit(self, msg: Message) -> Message | ProtocolError:
+        rid = getattr(msg, "request_id", None)
+        rid = rid if isinstance(rid, str) else None
+        if not isinstance(msg, REQUESTS):
+            return self._error(rid, "not_a_request", f"{type(msg).__name__} is not a request a client can send")
+        if self.hello is None:
+            if not isinstance(msg, Hello):
+                return self._error(rid, "hello_required", "the first frame must be Hello", fatal=True)
+            if msg.protocol != PROTOCOL_VERSION:
+                return self._error(
+                    rid, "bad_version", f"protocol {msg.protocol} is not supported (this daemon speaks {PROTOCOL_VERSION})", fatal=True
+                )
+            if self.token and msg.token != self.token:
+                return self._error(rid, "bad_token", "wrong token", fatal=True)
+            self.hello = msg
+            return msg
+        if isinstance(msg, Hello):
+            return self._error(rid, "invalid", "Hello was already received")
+        if isinstance(msg, NEEDS_SESSION) and msg.session_id not in self.sessions:
+            return self._error(
+                rid, "not_yours", f"session {msg.session_id!r} was not opened on this connection", session_id=msg.session_id
+            )
+        problem = _value_problem(msg)
+        if problem is not None:
+            return self._error(rid, "invalid", problem, session_id=msg.session_id)
+        return msg
+
+    def _error(
+        self, rid: str | None, code: str, message: str, *, fatal: bool = False, session_id: str = ""
+    ) -> ProtocolError:
+        self.errors += 1
+        if self.errors >= MAX_ERRORS and not fatal:
+            return ProtocolError(
+                request_id=rid,
+                code="too_many_errors",
+                message=f"{message} ({self.errors} protocol errors: closing)",
+                fatal=True,
+                session_id=session_id,
+            )
+        return ProtocolError(request_id=rid, code=code, message=message, fatal=fatal, session_id=session_id)
+
+
+def _value_problem(msg: Message) -> str | None:
+    match msg:
+        case CreateSession():
+            if msg.approval_mode and msg.approval_mode not in APPROVAL_MODES:
+                return f"unknown approval mode {msg.approval_mode!r} (one of {', '.join(APPROVAL_MODES)})"
+            if msg.fake_chunk_delay_ms < 0 or msg.fake_chunk_delay_ms > 60_000:
+                return "fake_chunk_delay_ms must be within 0..60000"
+        case LoadSession():
+            if msg.fake_chunk_delay_ms < 0 or msg.fake_chunk_delay_ms > 60_000:
+                return "fake_chunk_delay_ms must be within 0..60000"
+        case SetMode():
+            if msg.approval_mode not in APPROVAL_MODES:
+                return f"unknown approval mode {msg.approval_mode!r} (one of {', '.join(APPROVAL_MODES)})"
+        case Answer():
+            if msg.outcome not in OUTCOMES:
+                return f"unknown outcome {msg.outcome!r} (one of {', '.join(OUTCOMES)})"
+        case Subscribe():
+            if msg.from_seq is not None and msg.from_seq < 0:
+                return "from_seq must not be negative"
+        case Prompt():
+            if not msg.text.strip() and not msg.parts:
+                return "an empty prompt"
+        case _:
+            pass
+    return None

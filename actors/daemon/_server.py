@@ -1,0 +1,186 @@
+"""The daemon process: its socket, its gateway, its sessions, its connections.
+
+``serve`` takes the lock (a second daemon refuses), binds the Unix socket (mode 0600 in
+a 0700 directory; peers of another uid are refused as well), starts the process-wide
+model gateway, and accepts clients, one ``ConnectionActor`` each. It stops on
+``StopDaemon``, SIGTERM or SIGINT (with ``handle_signals``), in this order: every
+session is closed, which cancels its running turn (acknowledged:
+``TurnCancelAcknowledged``, a ``cancelled`` end, the tools' process groups killed) and
+flushes its recording (``SessionClosed`` is an fsync point) while clients still see it
+happen; connections get ``DaemonStopping`` and are closed; the gateway stops; the socket is removed and the lock released. Sessions stay
+in the registry, so the next daemon resumes them. The whole stop is bounded (about
+1.5 s) so that the process exits within 2 s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket as stdsocket
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from bus import Bus
+from bus.messages import ConnectionSummary
+
+from ..gateway import GATEWAY_ADDRESS, Backend, GatewayActor
+from ..recorder import default_data_dir
+from ._backends import FakeFactory, SessionBackends, fake_backend
+from ._connection import ConnectionActor, Limits
+from ._core import DaemonCore
+from ._paths import DaemonPaths, default_paths, hold_lock, prepare_runtime_dir
+
+log = logging.getLogger("agentbus.daemon")
+
+CONNECTIONS_GRACE_S = 0.3
+
+
+@attrs.frozen(kw_only=True)
+class DaemonConfig:
+    paths: DaemonPaths = attrs.field(factory=default_paths)
+    data_dir: Path = attrs.field(factory=default_data_dir)
+    limits: Limits = attrs.field(factory=Limits)
+    live_backend: Callable[[], Backend] | None = None
+    """Builds the google-genai backend the first time a session without fake responses
+    needs the model; None: such sessions fail with a clear model error."""
+    fake_backend: FakeFactory = fake_backend
+    handle_signals: bool = False
+    """SIGTERM/SIGINT stop the daemon (the command line; tests stop it by message)."""
+
+
+@attrs.define(eq=False)
+class Daemon:
+    """What ``serve`` hands back once it accepts connections (tests, status)."""
+
+    config: DaemonConfig
+    core: DaemonCore
+    connections: dict[str, ConnectionActor] = attrs.field(factory=dict)
+
+    def stop(self, reason: str = "stopped") -> None:
+        self.core.request_stop(reason)
+
+    def info(self) -> tuple[int, str, list[ConnectionSummary]]:
+        return os.getpid(), str(self.config.paths.socket), [c.summary() for c in self.connections.values()]
+
+
+async def serve(config: DaemonConfig, *, task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED) -> None:
+    """Run the daemon until it is asked to stop (see the module doc). Raises
+    ``DaemonRunningError`` when another daemon holds the lock, ``DaemonPathError`` when
+    the directory is not private."""
+    prepare_runtime_dir(config.paths)
+    with hold_lock(config.paths), _listening_socket(config.paths.socket) as sock:
+        bus = Bus()
+        backends = SessionBackends(config.live_backend, config.fake_backend)
+        async with trio.open_nursery() as root:
+            await root.start(GatewayActor(bus, backends).run)
+            try:
+                async with trio.open_nursery() as session_nursery:
+                    core = DaemonCore(bus, data_dir=config.data_dir, backends=backends, nursery=session_nursery)
+                    daemon = Daemon(config, core)
+                    async with trio.open_nursery() as conn_nursery:
+                        conn_nursery.start_soon(_accept, daemon, trio.SocketListener(sock), conn_nursery)
+                        if config.handle_signals:
+                            conn_nursery.start_soon(_watch_signals, core)
+                        log.info("agentbus daemon %d listening on %s", os.getpid(), config.paths.socket)
+                        task_status.started(daemon)
+                        await core.stop_requested.wait()
+                        log.info("stopping: %s", core.stop_reason)
+                        # Sessions first, while clients are still connected: they see
+                        # their turns end cancelled and the sessions close.
+                        await core.shutdown()
+                        for conn in list(daemon.connections.values()):
+                            conn.stop(core.stop_reason or "the daemon is stopping")
+                        with trio.move_on_after(CONNECTIONS_GRACE_S):
+                            for conn in list(daemon.connections.values()):
+                                await conn.done.wait()
+                        conn_nursery.cancel_scope.cancel(reason="daemon stopping")
+            finally:
+                bus.disconnect(GATEWAY_ADDRESS)  # the gateway's inbox closes: it finishes
+
+
+@contextlib.contextmanager
+def _listening_socket(path: Path) -> Any:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # a stale socket of a daemon that died (we hold the lock)
+    raw = stdsocket.socket(stdsocket.AF_UNIX, stdsocket.SOCK_STREAM)
+    try:
+        old = os.umask(0o177)  # no window in which the socket is open to others
+        try:
+            raw.bind(os.fspath(path))
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+        raw.listen(128)
+        raw.setblocking(False)
+        sock = trio.socket.from_stdlib_socket(raw)
+    except BaseException:
+        raw.close()
+        raise
+    try:
+        yield sock
+    finally:
+        sock.close()
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+async def _accept(daemon: Daemon, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+    count = 0
+    while True:
+        try:
+            stream = await listener.accept()
+        except OSError as exc:  # EMFILE and friends: wait for a connection to close
+            log.warning("accept failed: %s", exc)
+            await trio.sleep(0.1)
+            continue
+        uid = peer_uid(stream)
+        if uid is not None and uid != os.getuid():
+            log.warning("refused a connection from uid %d", uid)
+            stream.socket.close()
+            continue
+        count += 1
+        conn = ConnectionActor(
+            daemon.core,
+            stream,
+            address=f"client:{count}",
+            limits=daemon.config.limits,
+            daemon_info=daemon.info,
+        )
+        daemon.connections[conn.address] = conn
+        nursery.start_soon(_run_connection, daemon, conn)
+
+
+async def _run_connection(daemon: Daemon, conn: ConnectionActor) -> None:
+    try:
+        await conn.run()
+    except Exception:
+        # One connection's failure is its own: the daemon and other clients carry on.
+        log.exception("%s failed", conn.address)
+    finally:
+        daemon.connections.pop(conn.address, None)
+
+
+async def _watch_signals(core: DaemonCore) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for sig in signals:
+            core.request_stop(f"signal {signal.Signals(sig).name}")
+
+
+def peer_uid(stream: trio.SocketStream) -> int | None:
+    """The uid of the process at the other end of a Unix socket (Linux), if known."""
+    opt = getattr(stdsocket, "SO_PEERCRED", None)
+    if opt is None:
+        return None
+    try:
+        raw = stream.socket.getsockopt(stdsocket.SOL_SOCKET, opt, struct.calcsize("3i"))
+    except OSError:
+        return None
+    _pid, uid, _gid = struct.unpack("3i", raw)
+    return int(uid)

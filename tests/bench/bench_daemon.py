@@ -1,0 +1,249 @@
+"""Daemon benchmark: N sessions on one daemon from M client connections, 3 turns each.
+
+The daemon runs in a process of its own (``--serve``) with a scripted model: every
+session answers from a fake-responses file, ``CHUNKS`` chunks per answer, ``CHUNK_MS``
+apart. Its backend stamps each chunk's text with the monotonic time it emitted it (the
+clock is shared by the processes), so the client measures the latency of each
+``TextStreamed`` event from the model's chunk to the client (gateway, turn actor, bus,
+connection actor, socket, decoding). The clients run in this process: M connections,
+each creating its share of the N sessions, subscribing to them and running 3 prompts in
+each, one after the other, all sessions at once. Reported: total wall (sessions
+created and subscribed first, then 3 turns in every session at once), the median and p99 event latency, and the daemon's
+RSS and peak RSS at the end.
+
+    python -m tests.bench.bench_daemon [--sessions 200] [--connections 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from tests.bench._table import record
+
+ROOT = Path(__file__).resolve().parents[2]
+SESSIONS = 50
+CONNECTIONS = 5
+TURNS = 3
+CHUNKS = 10
+CHUNK_MS = 30
+STAMP = re.compile(r"⟨(\d+\.\d+)⟩")
+
+
+def _script(path: Path) -> Path:
+    lines = []
+    for turn in range(TURNS):
+        chunks: list[dict[str, Any]] = []
+        for i in range(CHUNKS):
+            words = " ".join(hashlib.sha256(f"{turn}.{i}.{j}".encode()).hexdigest()[:8] for j in range(6))
+            chunks.append({"candidates": [{"content": {"role": "model", "parts": [{"text": words + " "}]}}]})
+        chunks[-1]["candidates"][0]["finishReason"] = "STOP"
+        lines.append(json.dumps({"method": "generateContentStream", "response": chunks}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# -- the daemon process ----------------------------------------------------------------------
+def serve(runtime: str, data: str) -> None:
+    from actors.daemon import DaemonConfig, serve
+    from actors.daemon._paths import DaemonPaths
+    from actors.gateway import FakeResponsesBackend
+    from actors.gateway._backend import ChunkSink
+    from bus.messages import GenerateRequest
+
+    class Stamping(FakeResponsesBackend):
+        """Stamps each chunk's text with when it leaves the model."""
+
+        async def generate(self, request: GenerateRequest, emit: ChunkSink) -> str:
+            async def stamped(chunk: Any) -> None:
+                parts = chunk["candidates"][0]["content"]["parts"]
+                parts = [{**p, "text": p["text"] + f"⟨{time.monotonic():.6f}⟩ "} for p in parts]
+                chunk = {**chunk, "candidates": [{**chunk["candidates"][0], "content": {"role": "model", "parts": parts}}]}
+                await emit(chunk)
+
+            return await super().generate(request, stamped)
+
+    def factory(path: str, delay_ms: int) -> Any:
+        return Stamping.from_file(path, chunk_delay_s=delay_ms / 1000)
+
+    config = DaemonConfig(paths=DaemonPaths(Path(runtime)), data_dir=Path(data), fake_backend=factory, handle_signals=True)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve, config)
+            print("ready", flush=True)
+
+    trio.run(main)
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_kb(pid: int) -> tuple[int, int]:
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+
+
+# -- the clients ------------------------------------------------------------------------------
+async def _clients(
+    runtime: Path, workspace: Path, script: Path, sessions: int, connections: int, pid: int
+) -> dict[str, Any]:
+    from actors.daemon._paths import DaemonPaths
+    from actors.daemon.client import DaemonClient, open_client
+    from bus import Envelope
+    from bus.messages import TextStreamed, TurnEnded
+
+    latencies: list[float] = []
+    ends: dict[str, int] = {}
+    started = time.monotonic()
+    created = 0
+    all_created = trio.Event()
+    phase: dict[str, float] = {}
+
+    async def connection(n: int) -> None:
+        nonlocal created
+        mine = range(n, sessions, connections)
+        async with open_client(DaemonPaths(runtime), client=f"bench{n}", start=False) as client:
+            sids: list[str] = []
+            waiters: dict[str, trio.MemorySendChannel[None]] = {}
+            for _ in mine:
+                ready = await client.create_session(
+                    str(workspace), model="gemini-2.5-flash", fake_responses=str(script), fake_chunk_delay_ms=CHUNK_MS
+                )
+                sids.append(ready.session_id)
+                await client.subscribe(ready.session_id)
+            created += len(sids)
+            if created == sessions:
+                phase["setup"] = time.monotonic() - started
+                phase["cpu"] = _cpu_s(pid)
+                all_created.set()
+            await all_created.wait()  # every session exists before any turn starts
+
+            async def read(client: DaemonClient) -> None:
+                async for event in client.events:
+                    if not isinstance(event, Envelope):
+                        continue
+                    msg = event.message
+                    if isinstance(msg, TextStreamed):
+                        now = time.monotonic()
+                        latencies.extend(now - float(t) for t in STAMP.findall(msg.text))
+                    elif isinstance(msg, TurnEnded):
+                        ends[msg.stop_reason] = ends.get(msg.stop_reason, 0) + 1
+                        waiters[event.session_id].send_nowait(None)
+
+            async def session(sid: str) -> None:
+                send, receive = trio.open_memory_channel[None](1)
+                waiters[sid] = send
+                for turn in range(TURNS):
+                    await client.prompt(sid, f"turn {turn}")
+                    await receive.receive()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(read, client)
+                async with trio.open_nursery() as turns:
+                    for sid in sids:
+                        turns.start_soon(session, sid)
+                nursery.cancel_scope.cancel()
+
+    async with trio.open_nursery() as nursery:
+        for n in range(connections):
+            nursery.start_soon(connection, n)
+    wall = time.monotonic() - started
+    return {
+        "wall": wall,
+        "setup": phase["setup"],
+        "turns": wall - phase["setup"],
+        "turns_cpu": _cpu_s(pid) - phase["cpu"],
+        "latencies": latencies,
+        "ends": ends,
+    }
+
+
+def run(sessions: int = SESSIONS, connections: int = CONNECTIONS) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="abd") as tmp:
+        root = Path(tmp)
+        (root / "ws").mkdir()
+        (root / "home").mkdir()
+        script = _script(root / "bench.responses")
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "HOME": str(root / "home"),
+            "GEMINI_CLI_HOME": str(root / "home"),
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.bench.bench_daemon", "--serve", str(root / "run"), str(root / "data")],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+            idle_rss, _ = _rss_kb(proc.pid)
+            result = trio.run(_clients, root / "run", root / "ws", script, sessions, connections, proc.pid)
+            rss, peak = _rss_kb(proc.pid)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    lat = sorted(result["latencies"])
+    return {
+        "sessions": sessions,
+        "connections": connections,
+        "wall_s": result["wall"],
+        "setup_s": result["setup"],
+        "turns_s": result["turns"],
+        "turns_daemon_cpu_s": result["turns_cpu"],
+        "events": len(lat),
+        "latency_median_ms": statistics.median(lat) * 1000,
+        "latency_p99_ms": lat[int(len(lat) * 0.99) - 1] * 1000,
+        "idle_rss_mb": idle_rss / 1024,
+        "rss_mb": rss / 1024,
+        "peak_rss_mb": peak / 1024,
+        "ends": result["ends"],
+    }
+
+
+def bench_daemon(sessions: int = SESSIONS, connections: int = CONNECTIONS) -> None:
+    r = run(sessions, connections)
+    assert r["ends"] == {"end_turn": sessions * TURNS}, r["ends"]
+    ideal = TURNS * (CHUNKS - 1) * CHUNK_MS / 1000
+    label = f"daemon: {sessions} sessions x {TURNS} turns, {connections} conns"
+    record(f"{label} (total wall)", r["wall_s"], "s", target="Gemini CLI: 10 sessions in 10 processes 24 s")
+    record("daemon: ... of which creating and subscribing", r["setup_s"], "s", target=f"{sessions / r['setup_s']:.0f} sessions/s")
+    record("daemon: ... of which the turns", r["turns_s"], "s", baseline=ideal, target=f"baseline: the scripted model alone ({CHUNKS} chunks, {CHUNK_MS} ms apart)")
+    record("daemon: ... daemon CPU during the turns", r["turns_daemon_cpu_s"], "s", target="close to the turns' wall: the daemon is CPU-bound")
+    record("daemon: event latency model chunk -> client, median", r["latency_median_ms"], "ms", target=f"{r['events']} TextStreamed events")
+    record("daemon: event latency model chunk -> client, p99", r["latency_p99_ms"], "ms")
+    record(f"daemon: RSS after {sessions} sessions (peak)", r["peak_rss_mb"], "MB", baseline=r["idle_rss_mb"], target="baseline: the idle daemon; Gemini CLI: 4 GB for 10 sessions")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--serve", nargs=2, metavar=("RUNTIME", "DATA"))
+    p.add_argument("--sessions", type=int, default=SESSIONS)
+    p.add_argument("--connections", type=int, default=CONNECTIONS)
+    args = p.parse_args()
+    if args.serve:
+        serve(*args.serve)
+        return 0
+    bench_daemon(args.sessions, args.connections)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""A daemon in its own process (the command line), for signal and restart tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import trio
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def env_for(home: Path) -> dict[str, str]:
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home / "home"),
+        "GEMINI_CLI_HOME": str(home / "home"),
+        "AGENTBUS_RUNTIME_DIR": str(home / "run"),
+        "AGENTBUS_DATA_DIR": str(home / "data"),
+        "PYTHONPATH": str(ROOT),
+    }
+
+
+def agentbus(home: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "actors.cli", *args],
+        env=env_for(home),
+        cwd=home / "ws",
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+class DaemonProcess:
+    def __init__(self, proc: trio.Process) -> None:
+        self.proc = proc
+        self.log = b""
+
+    async def wait_ready(self) -> None:
+        assert self.proc.stderr is not None
+        while b"listening on" not in self.log:
+            data = await self.proc.stderr.receive_some(4096)
+            assert data, f"the daemon exited: {self.log.decode(errors='replace')}"
+            self.log += data
+
+    async def drain(self) -> None:
+        assert self.proc.stderr is not None
+        while data := await self.proc.stderr.receive_some(4096):
+            self.log += data
+
+
+@asynccontextmanager
+async def daemon_process(home: Path) -> AsyncIterator[DaemonProcess]:
+    proc = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "actors.cli", "daemon"],
+        env=env_for(home),
+        cwd=home / "ws",
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    daemon = DaemonProcess(proc)
+    try:
+        with trio.fail_after(20):
+            await daemon.wait_ready()
+        yield daemon
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+        if proc.stderr is not None:
+            await proc.stderr.aclose()
