@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{view.calls} tool calls in {len(view.waves)} waves, {elapsed:.2f} s. "
         f"Recording: {recording}\n"
     )
-    out.write(f"Replay it as a test: python -m pytest tests/scenarios -k {scenario['name']}\n")
+    out.write(f"Replay and check it: .venv/bin/agentbus replay {recording} --check\n")
     if problems:
         for p in problems:
             out.write(style("31", f"unexpected: {p}") + "\n")
