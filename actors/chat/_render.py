@@ -20,6 +20,7 @@ from bus._json import thaw
 from bus.messages import (
     ApprovalRequested,
     ApprovalSettled,
+    BatchSettled,
     CompletedCall,
     DaemonStopping,
     Message,
@@ -157,6 +158,8 @@ class Renderer:
                 return ""
             case ToolCallUpdated():
                 return self._tool_update(msg, now)
+            case BatchSettled():
+                return "".join(self.todos(thaw(c.result_display)) for c in msg.calls if c.status == "success")
             case ToolOutputStreamed():
                 call = self.calls.get(msg.call_id)
                 if call is not None:
@@ -201,6 +204,21 @@ class Renderer:
                 return self._line(self.style(f"(session closed: {msg.reason})", "yellow"))
             case _:
                 return ""
+
+    def todos(self, display: Any) -> str:
+        """``write_todos``' list as a block (its display is ``{"todos": [...]}``)."""
+        if not isinstance(display, dict) or not isinstance(display.get("todos"), list):
+            return ""
+        out = self._break() + self.style("  Todos", "bold") + "\n"
+        for item in display["todos"]:
+            if not isinstance(item, dict):
+                continue
+            status = str(item.get("status", "pending"))
+            mark = TODO_MARKS.get(status, "[ ]")
+            line = f"  {mark} {item.get('description', '')}"
+            colour = {"completed": "dim", "in_progress": "cyan", "blocked": "red", "cancelled": "dim"}.get(status, "")
+            out += (self.style(line, colour) if colour else line) + "\n"
+        return out
 
     def _tool_update(self, msg: ToolCallUpdated, now: float) -> str:
         call = self.calls.setdefault(msg.call_id, _Call(msg.call_id, msg.name))
@@ -279,6 +297,9 @@ class Renderer:
             state = s.state + (", busy" if s.busy else "")
             rows.append(f"{mark}{i:3}. {s.title or '(no prompt yet)'}  {self.style(f'[{s.session_id}] {state}', 'dim')}\n")
         return "".join(rows)
+
+
+TODO_MARKS = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]", "cancelled": "[-]", "blocked": "[!]"}
 
 
 def _display_text(call: CompletedCall) -> str:

@@ -86,3 +86,27 @@ def test_a_users_tool_result_shows_its_output_once() -> None:
     assert r.tool_result(call) == "  hello\n✓ read_file success\n"
     failed = CompletedCall(call_id="v", name="nope", status="error", error_message='Tool "nope" not found.')
     assert r.tool_result(failed) == '  Tool "nope" not found.\n✗ nope error\n'
+
+
+def test_write_todos_renders_as_a_block() -> None:
+    from bus.messages import BatchSettled, CompletedCall
+
+    r = Renderer(colour=False)
+    todos = [
+        {"description": "read the code", "status": "completed"},
+        {"description": "fix the bug", "status": "in_progress"},
+        {"description": "run the tests", "status": "pending"},
+    ]
+    out = r.message(
+        BatchSettled(
+            session_id="s",
+            batch_id="b",
+            calls=(CompletedCall(call_id="c", name="write_todos", result_display={"todos": todos}),),
+        )
+    )
+    assert out.splitlines()[-4:] == [
+        "  Todos",
+        "  [x] read the code",
+        "  [>] fix the bug",
+        "  [ ] run the tests",
+    ]
