@@ -52,6 +52,7 @@ from ..tools._paths import (
     respect_flags,
     validate_path_access,
 )
+from ..tools._paths import validate_path_string as validate_path
 from ..tools._read_file import detect_file_type, process_single_file_content
 from ._settings import gemini_home
 
@@ -71,16 +72,6 @@ AT_COMMAND_RE = re.compile(
 )
 _UNESCAPE_RE = re.compile(r"\\([^" + _LT + "])")
 _FILE_CONTENT_RE = re.compile(r"--- ([^" + _LT + r"]*?) ---\n\n([\s\S]*?)\n\n")
-
-MAX_PATH_LENGTH = 4096
-MAX_COMPONENT_LENGTH = 255
-_LOG_MARKERS = (
-    re.compile(r"(^|[/\\])AssertionError:"),
-    re.compile(r"(^|[/\\])FAIL "),
-    re.compile(r"(^|[/\\])✓ "),
-    re.compile(r"(^|[/\\])× "),
-    re.compile(r"(^|[/\\])TestingLibraryElementError:"),
-)
 
 COMMON_IGNORE_PATTERNS = (
     "**/node_modules/**",
@@ -129,27 +120,6 @@ def parse_at_commands(query: str) -> list[tuple[str, str]]:
 def find_references(query: str) -> list[str]:
     """The paths named by ``@`` references (unescaped, without the ``@``)."""
     return [c[1:] for kind, c in parse_at_commands(query) if kind == "atPath" and c != "@"]
-
-
-def validate_path(path: str) -> str | None:
-    """Gemini's ``validatePath`` (the @-command path sanity check); an error or None."""
-    if not path:
-        return "Path must be a non-empty string."
-    if re.search(r"[\n\r\0\t]", path):
-        return "Path contains invalid characters (newlines or control characters)."
-    if any(r.search(path) for r in _LOG_MARKERS):
-        return "Path appears to be a misinterpreted log fragment."
-    if ('"' in path or "..." in path) and len(path) > 20:
-        return (
-            "Path contains suspicious characters (double quotes or ellipses) and is too long "
-            "to be a simple filename."
-        )
-    if len(path) > MAX_PATH_LENGTH:
-        return f"Path is too long (maximum {MAX_PATH_LENGTH} characters)."
-    for component in re.split(r"[/\\]", path):
-        if len(component) > MAX_COMPONENT_LENGTH:
-            return f'Path component "{component[:20]}..." is too long (maximum 255 characters).'
-    return None
 
 
 _WRAPPERS = set("()[]{}\"',;!.")

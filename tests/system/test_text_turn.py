@@ -43,7 +43,8 @@ def stream(*texts: str, finish: bool = True) -> FakeEntry:
     return FakeEntry("generateContentStream", chunks, 1)
 
 
-def session_config(tmp_path: Path, recording: Path | None = None) -> runtime.SessionConfig:
+def session_config(tmp_path: Path, recording: Path | None = None, **overrides: Any) -> runtime.SessionConfig:
+    """A text-only session (no tools, every call allowed); ``overrides`` go to SessionConfig."""
     env = ToolEnv(workspace=tmp_path, project_temp_dir=tmp_path / "tmp")
     return runtime.SessionConfig(
         session_id="s1",
@@ -59,6 +60,7 @@ def session_config(tmp_path: Path, recording: Path | None = None) -> runtime.Ses
         classifier_request=None,
         recording=recording,
         wall_ms=lambda: 1000,
+        **overrides,
     )
 
 

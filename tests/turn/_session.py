@@ -13,18 +13,10 @@ import trio
 from actors import runtime
 from actors.gateway import FakeResponsesBackend, GatewayActor
 from actors.gateway._fake import FakeEntry
-from actors.tools import ToolEnv
 from bus import Bus
 from bus.messages import CloseSession, GenerateRequest, SessionClosed, SubmitPrompt, TurnEnded
 from bus.testing import Capture, capture_session
-
-
-class AllowAll:
-    def check(self, tool_name: str, args: Mapping[str, Any], *, approval_mode: str | None = None) -> Any:
-        return type("V", (), {"decision": "allow", "deny_message": None})()
-
-    def add_session_rule(self, tool_name: str, **_: Any) -> None:
-        pass
+from tests.system.test_text_turn import session_config
 
 
 def text_chunk(text: str, *, finish: bool = False, prompt_tokens: int | None = None) -> dict[str, Any]:
@@ -54,22 +46,7 @@ def answer(text: str) -> FakeEntry:
 
 
 def config(tmp_path: Path, **guards: Any) -> runtime.SessionConfig:
-    env = ToolEnv(workspace=tmp_path, project_temp_dir=tmp_path / "tmp")
-    return runtime.SessionConfig(
-        session_id="s1",
-        model="gemini-test",
-        approval_mode="default",
-        env=env,
-        tools={},
-        executor_of=lambda t: "files",
-        policy=AllowAll(),
-        request_config=lambda m: {},
-        route_model=lambda m: m,
-        classifier_choice=lambda c: c,
-        classifier_request=None,
-        wall_ms=lambda: 1000,
-        **{"loop_detection": True, **guards},
-    )
+    return session_config(tmp_path, **{"loop_detection": True, **guards})
 
 
 @attrs.define
