@@ -33,8 +33,9 @@ unit: $(STAMP)
 proptest: $(STAMP)
 	HYPOTHESIS_PROFILE=deep $(BIN)/pytest -q -p no:cacheprovider tests
 
+GEMINI_CLI ?= /tmp/gemini-cli/node_modules/.bin
 bench: $(STAMP)
-	$(BIN)/python -m tests.bench
+	PATH="$(GEMINI_CLI):$$PATH" $(BIN)/python -m tests.bench
 
 conformance: $(STAMP)
 	@if [ -d $(SHARED)/conformance ]; then \

@@ -67,6 +67,14 @@ class SessionConfig:
     """``model.skipNextSpeakerCheck`` (Gemini CLI's default: skip)."""
     truncate_tool_output_threshold: int = 40_000
     """``tools.truncateToolOutputThreshold``."""
+    finish_tool: str | None = None
+    """A subagent's session: the tool that completes its task (``complete_task``)."""
+    reject_message: str | None = None
+    """A subagent's session: the model's error for a call the user rejected (soft
+    rejection; the session goes on)."""
+    subagents: Callable[[Bus, SessionConfig], Any] | None = None
+    """Builds the session's ``SubagentAccess`` (``ToolEnv.agents``) once its bus is
+    known; None: ``invoke_agent`` has nothing to start."""
 
 
 def guard_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -152,6 +160,8 @@ async def supervise_session(
     they finish in turn. A crash of any actor cancels the others (structured concurrency)
     and propagates.
     """
+    if cfg.subagents is not None:
+        cfg = attrs.evolve(cfg, env=attrs.evolve(cfg.env, agents=cfg.subagents(bus, cfg)))
     kinds = sorted({cfg.executor_of(t) for t in cfg.tools.values()})
     hooks = cfg.hooks if cfg.hooks is not None and cfg.hooks.hook_count else None
     addrs = addresses_for(cfg.session_id, kinds, hooks=hooks is not None, loops=cfg.loop_detection)
@@ -198,6 +208,7 @@ async def supervise_session(
                     registered_names=cfg.registered_names or tuple(cfg.tools),
                     hooks_address=addrs.hooks,
                     has_hooks=has_hooks,
+                    reject_message=cfg.reject_message,
                 ),
             ).run
         )
@@ -232,6 +243,7 @@ async def supervise_session(
                     skip_next_speaker_check=cfg.skip_next_speaker_check,
                     project_temp_dir=str(cfg.env.project_temp_dir),
                     truncate_tool_output_threshold=cfg.truncate_tool_output_threshold,
+                    finish_tool=cfg.finish_tool,
                     **turn_kwargs,
                 ),
             ).run

@@ -1,9 +1,9 @@
 """The session actor: one conversation.
 
 Accepts: ``OpenSession``, ``SubmitPrompt``, ``CancelTurn``, ``ConfigureSession``,
-``CloseSession`` from clients; ``TurnEnded``, ``HistoryCompressed`` (the conversation is replaced by its
+``AddContext``, ``CloseSession`` from clients; ``TurnEnded``, ``HistoryCompressed`` (the conversation is replaced by its
 compressed form) and ``TurnCancelAcknowledged`` from the turn actor.
-Emits: ``SessionOpened``, ``PromptQueued``, ``SessionConfigured``, ``StartTurn`` to the turn actor,
+Emits: ``SessionOpened``, ``PromptQueued``, ``SessionConfigured``, ``ContextAdded``, ``StartTurn`` to the turn actor,
 ``CancelTurn`` forwarded to it, ``TurnCancelAcknowledged`` and ``SessionClosed`` for
 clients.
 Owns: the history (Gemini ``Content`` list), the prompt queue, the settings of the
@@ -23,9 +23,11 @@ import trio
 
 from bus import Bus, Port
 from bus.messages import (
+    AddContext,
     CancelTurn,
     CloseSession,
     ConfigureSession,
+    ContextAdded,
     HistoryCompressed,
     OpenSession,
     PromptQueued,
@@ -62,16 +64,21 @@ class SessionState:
     last_prompt_token_count: int = -1
     """Prompt tokens of the last successful model request (-1: estimate from history)."""
     compression_failed: bool = False
+    max_session_turns: int = -1
+    pending_context: list[AddContext] = attrs.field(factory=list)
+    """Context a client added while a turn ran: appended to the history when it ends
+    (the turn's own additions come first)."""
     closing: str | None = None
-    awaiting_ack: bool = False
-    """Closing: the running turn was cancelled and its acknowledgement is still due."""
+    cancelling: str | None = None
+    """The turn whose cancel was asked and whose acknowledgement is still due: the next
+    turn starts (or the session closes) only after it."""
 
 
 class SessionActor:
     def __init__(self, bus: Bus, wiring: SessionWiring) -> None:
         self.bus = bus
         self.w = wiring
-        self.state = SessionState()
+        self.state = SessionState(max_session_turns=wiring.max_session_turns)
 
     async def run(self, *, task_status: trio.TaskStatus[Port] = trio.TASK_STATUS_IGNORED) -> None:
         port = self.bus.connect(self.w.address)
@@ -113,6 +120,8 @@ class SessionActor:
                             st.approval_mode = msg.approval_mode
                         if msg.model is not None:
                             st.model = msg.model
+                        if msg.max_session_turns is not None:
+                            st.max_session_turns = msg.max_session_turns
                         await port.publish(
                             SessionConfigured(
                                 session_id=self.w.session_id,
@@ -122,11 +131,28 @@ class SessionActor:
                                 requested_by=msg.requested_by,
                             )
                         )
+                    case AddContext():
+                        request = attrs.evolve(msg, requested_by=msg.requested_by or env.sender)
+                        if st.running_turn is None:
+                            await self._add_context(port, request)
+                        else:
+                            st.pending_context.append(request)
                     case CancelTurn():
-                        await port.send(
-                            attrs.evolve(msg, turn_id=msg.turn_id or st.running_turn),
-                            to=self.w.turn_address,
-                        )
+                        if st.running_turn is None or (msg.turn_id and msg.turn_id != st.running_turn):
+                            # Nothing of it runs (any more): acknowledged at once, and
+                            # never mistaken for the running turn's acknowledgement.
+                            await port.publish(
+                                TurnCancelAcknowledged(
+                                    session_id=self.w.session_id,
+                                    turn_id=msg.turn_id,
+                                    requested_by=msg.requested_by,
+                                )
+                            )
+                        elif st.cancelling is None:
+                            st.cancelling = st.running_turn
+                            await port.send(
+                                attrs.evolve(msg, turn_id=st.running_turn), to=self.w.turn_address
+                            )
                     case TurnEnded():
                         if msg.history_reset:
                             st.history = [h for h in st.history if _is_environment_context(h)]
@@ -135,7 +161,12 @@ class SessionActor:
                         st.last_prompt_token_count = -1 if msg.history_reset else msg.last_prompt_token_count
                         st.compression_failed = msg.compression_failed
                         st.running_turn = None
-                        if st.closing is not None and not st.awaiting_ack:
+                        pending, st.pending_context = st.pending_context, []
+                        for request in pending:
+                            await self._add_context(port, request)
+                        if st.cancelling is not None:
+                            continue  # the next turn starts after the acknowledgement
+                        if st.closing is not None:
                             break
                         await self._start_next(port)
                     case HistoryCompressed():
@@ -145,9 +176,13 @@ class SessionActor:
                             st.history = list(msg.history)
                     case TurnCancelAcknowledged():
                         await port.publish(msg)
-                        st.awaiting_ack = False
-                        if st.closing is not None and st.running_turn is None:
-                            break
+                        if msg.turn_id is None or msg.turn_id != st.cancelling:
+                            continue
+                        st.cancelling = None
+                        if st.running_turn is None:
+                            if st.closing is not None:
+                                break
+                            await self._start_next(port)
                     case CloseSession():
                         st.closing = msg.reason
                         st.queue.clear()
@@ -155,7 +190,9 @@ class SessionActor:
                             break
                         # The turn ends (TurnEnded), then acknowledges the cancel: both
                         # come before SessionClosed.
-                        st.awaiting_ack = True
+                        if st.cancelling is not None:
+                            continue  # already being cancelled
+                        st.cancelling = st.running_turn
                         await port.send(
                             CancelTurn(
                                 session_id=self.w.session_id,
@@ -173,6 +210,17 @@ class SessionActor:
         finally:
             port.close()
 
+    async def _add_context(self, port: Port, request: AddContext) -> None:
+        """A user turn of its own, as Gemini CLI adds shell-mode output to its history."""
+        added = ContextAdded(
+            session_id=self.w.session_id,
+            request_id=request.request_id,
+            content={"role": "user", "parts": list(request.parts)},
+            requested_by=request.requested_by,
+        )
+        self.state.history.append(added.content)
+        await port.publish(added)
+
     async def _start_next(self, port: Port) -> None:
         st = self.state
         if not st.queue:
@@ -189,7 +237,7 @@ class SessionActor:
                 history=tuple(st.history),
                 parts=prompt.parts,
                 session_turns_used=st.model_requests,
-                max_session_turns=self.w.max_session_turns,
+                max_session_turns=st.max_session_turns,
                 last_prompt_token_count=st.last_prompt_token_count,
                 compression_failed=st.compression_failed,
             ),

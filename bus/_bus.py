@@ -132,7 +132,7 @@ class Bus:
         name: str,
         *,
         policy: Literal["block", "lag"] = "block",
-        capacity: int = DEFAULT_INBOX,
+        capacity: float = DEFAULT_INBOX,
     ) -> Subscription:
         """Observe every message of ``session_id`` (``ALL_SESSIONS``: of every session)."""
         send, receive = trio.open_memory_channel[Envelope](

@@ -4,7 +4,7 @@ The front end is then a client of the daemon (``actors.daemon.client``) instead 
 host of actors: ``DaemonLink`` holds the one connection of an ACP connection and sorts
 the daemon's events by session; each ``AttachedSession`` maps its session's events
 with the same ``SessionView`` as in-process sessions and turns ACP requests into the
-daemon's requests (``Prompt``, ``Cancel``, ``Answer``, ``SetMode``).
+daemon's requests (``Prompt``, ``Cancel``, ``Answer``, ``SetMode``, ``CallTool``).
 
 What differs from in-process sessions: the session belongs to the daemon, so it
 outlives this ACP connection (the end of input unsubscribes; other clients keep
@@ -32,10 +32,10 @@ from typing import Any
 import trio
 
 from bus import Envelope
-from bus.messages import DaemonStopping, Prompt, PromptAccepted, SubscriptionEnded
+from bus.messages import CompletedCall, DaemonStopping, Prompt, PromptAccepted, SubscriptionEnded
 
 from ..daemon._paths import DaemonPaths
-from ..daemon.client import DaemonClient, DaemonError, open_client
+from ..daemon.client import DaemonClient, DaemonError, TcpAddress, open_client
 from ..recorder import RecordingError, load_recording, recording_path
 from ..tools import builtin_tools
 from ..tools._base import ToolEnv
@@ -57,7 +57,7 @@ def daemon_error(exc: DaemonError) -> RpcError:
 class DaemonLink:
     """The ACP connection's one connection to the daemon."""
 
-    def __init__(self, paths: DaemonPaths | None = None) -> None:
+    def __init__(self, paths: DaemonPaths | TcpAddress | None = None) -> None:
         self.paths = paths
         self.client: DaemonClient | None = None
         self._channels: dict[str, trio.MemorySendChannel[Any]] = {}
@@ -225,6 +225,18 @@ class AttachedSession(AcpSession):
             await self.client.answer(self.session_id, correlation_id, outcome)
         except DaemonError:
             pass  # another client answered first, or the call is gone
+
+    async def _call_tool(self, request_id: str, name: str, args: dict[str, Any], share: bool) -> tuple[CompletedCall, bool]:
+        result = await self._call(
+            self.client.call_tool(self.session_id, name, args, request_id=request_id, add_to_context=share)
+        )
+        return result.call, result.added_to_context
+
+    async def _cancel_call(self, request_id: str) -> None:
+        try:
+            await self.client.cancel(self.session_id, tool_request_id=request_id)
+        except DaemonError:
+            pass  # it settled meanwhile
 
     async def _send_configure(self, request_id: str, approval_mode: str | None, model: str | None) -> None:
         assert self.view is not None

@@ -44,6 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run sessions in the agentbus daemon (started when absent) instead of in this process",
     )
+    p.add_argument(
+        "--connect",
+        metavar="tcp://HOST:PORT",
+        help="with --attach: a daemon listening on TCP (agentbus daemon --listen-tcp) instead of the local socket",
+    )
+    p.add_argument(
+        "--token-file", metavar="FILE", help="with --connect: the daemon's token (default: the local daemon.token)"
+    )
     p.add_argument("-d", "--debug", action="store_true", help="log every frame on stderr")
     return p
 
@@ -95,6 +103,17 @@ def main(argv: Sequence[str]) -> int:
     if ns.yolo and ns.approval_mode:
         sys.stderr.write("Cannot use both --yolo (-y) and --approval-mode together.\n")
         return 2
+    daemon_at: Any = None
+    if ns.connect or ns.token_file:
+        from ..daemon.client import DaemonError, tcp_address
+
+        try:
+            if not (ns.attach and ns.connect):
+                raise DaemonError("invalid", "--connect goes with --attach, --token-file with --connect")
+            daemon_at = tcp_address(ns.connect, ns.token_file)
+        except DaemonError as exc:
+            sys.stderr.write(f"agentbus acp: {exc.message}\n")
+            return 2
     warm = threading.Thread(target=_warm_imports, name="acp-imports", daemon=True)
     warm.start()
     caps, leftover = answer_initialize(0, 1)
@@ -122,6 +141,7 @@ def main(argv: Sequence[str]) -> int:
         allowed_tools=tuple(allowed),
         debug=ns.debug,
         attach=ns.attach,
+        daemon_paths=daemon_at,
     )
     try:
         trio.run(serve_stdio, options, caps, leftover)

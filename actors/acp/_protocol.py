@@ -1,9 +1,11 @@
 """What agentbus says about itself over ACP, and the checks of what clients send.
 
 Pure data and functions: the ``initialize`` answer, the session modes (ACP mode ids
-against our approval modes), the models offered, the local slash commands, and the
-parameter accessors that turn a malformed request into ``-32602``. Imported before
-trio (``initialize`` is answered from here while the rest loads), so it stays small.
+against our approval modes), the models offered, the local slash commands (among them
+the user's own tool calls: ``/tool``, ``/shell``, and ``/tool!``, ``/shell!`` that add
+the result to the conversation), and the parameter accessors that turn a malformed
+request into ``-32602``. Imported before trio (``initialize`` is answered from here
+while the rest loads), so it stays small.
 """
 
 from __future__ import annotations
@@ -134,15 +136,35 @@ def models_state(model: str) -> dict[str, Any]:
     return {"availableModels": available, "currentModelId": model}
 
 
-COMMANDS: tuple[tuple[str, str], ...] = (
-    ("about", "Show version and environment info"),
-    ("help", "Show available commands"),
+class Command(NamedTuple):
+    name: str
+    description: str
+    hint: str | None = None
+    """What follows the name (ACP's unstructured command input)."""
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("about", "Show version and environment info"),
+    Command("help", "Show available commands"),
+    Command("tool", "Run a tool yourself (the model does not see the result)", 'NAME {"arg": "value"}'),
+    Command("tool!", "Run a tool yourself and add its result to the conversation", 'NAME {"arg": "value"}'),
+    Command("shell", "Run a shell command yourself (the model does not see its output)", "COMMAND"),
+    Command("shell!", "Run a shell command yourself and add its output to the conversation", "COMMAND"),
 )
-"""Slash commands answered by the front end itself (no model call)."""
+"""Slash commands answered by the front end itself (no model call): ``about``, ``help``,
+and the user's own tool calls, run through the session's scheduler."""
+
+USER_CALL_COMMANDS = frozenset({"tool", "tool!", "shell", "shell!"})
 
 
 def available_commands() -> list[dict[str, Any]]:
-    return [{"name": name, "description": description} for name, description in COMMANDS]
+    out: list[dict[str, Any]] = []
+    for command in COMMANDS:
+        entry: dict[str, Any] = {"name": command.name, "description": command.description}
+        if command.hint is not None:
+            entry["input"] = {"hint": command.hint}
+        out.append(entry)
+    return out
 
 
 # -- parameters ---------------------------------------------------------------------------
@@ -206,8 +228,10 @@ __all__ = [
     "AUTH_METHOD_IDS",
     "COMMANDS",
     "ClientCapabilities",
+    "Command",
     "MODES",
     "RpcError",
+    "USER_CALL_COMMANDS",
     "approval_mode_of",
     "available_commands",
     "initialize_result",

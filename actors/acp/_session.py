@@ -7,11 +7,21 @@
 Accepts: every message of its session, as an observer (``SessionView`` maps them to ACP);
 at its address ``client:acp:<session id>``, ``ReadTextFile``/``WriteTextFile`` from the
 session's executors (it is their ``FileAccess``: served by the ACP client's ``fs/*``
-when it offers them for that path, else by the local disk) and ``HooksFinished``.
+when it offers them for that path, else by the local disk), ``HooksFinished``, and
+``BatchSettled`` of the user's own calls.
 Emits: ``OpenSession``, ``SubmitPrompt``, ``CancelTurn``, ``ConfigureSession``,
-``CloseSession`` and ``RunHooks`` (SessionStart/SessionEnd) to the session's actors,
-``ApprovalAnswered`` to its scheduler, ``FileAccessed`` to executors; ``session/update``
-notifications and ``session/request_permission`` / ``fs/*`` requests to the ACP client.
+``AddContext``, ``CloseSession`` and ``RunHooks`` (SessionStart/SessionEnd) to the
+session's actors, ``ApprovalAnswered`` and the user's calls (``ScheduleBatch`` of one
+``client_initiated`` call, ``CancelBatch``) to its scheduler, ``FileAccessed`` to
+executors; ``session/update`` notifications and ``session/request_permission`` /
+``fs/*`` requests to the ACP client.
+
+The user's own calls: a prompt ``/tool NAME {json}`` or ``/shell COMMAND`` runs the
+call through the scheduler as the user's (policy, approvals through
+``session/request_permission``, ``session/cancel`` kills it); the client sees it as a
+``tool_call`` with its updates, the model never sees it, and the prompt ends
+``end_turn`` (``cancelled`` when it was cancelled). ``/tool!`` and ``/shell!`` also add
+the result to the conversation (``AddContext``), so the next prompt carries it.
 Owns: the session's actors (``runtime.supervise_session``), its model gateway (one per
 session: a fake-responses file restarts at its first line for every session, as in
 Gemini CLI), the view, and the waiters of its pending ``session/prompt`` and
@@ -36,18 +46,25 @@ import trio
 from bus import Bus, DeliveryError
 from bus._json import thaw
 from bus.messages import (
+    AddContext,
     ApprovalAnswered,
+    ApprovalRequested,
+    BatchSettled,
+    CancelBatch,
     CancelTurn,
     CloseSession,
+    CompletedCall,
     ConfigureSession,
     FileAccessed,
     HooksFinished,
     Message,
     ReadTextFile,
     RunHooks,
+    ScheduleBatch,
     SessionConfigured,
     SessionOpened,
     SubmitPrompt,
+    ToolCallRequest,
     WriteTextFile,
     new_id,
 )
@@ -63,16 +80,19 @@ from ..cli._setup import (
     approval_mode_from,
     environment_context,
     model_from,
+    open_interactive_session,
     print_warnings,
     session_config,
     session_setup,
 )
+from ..cli._user_calls import SHELL_TOOL, context_parts, parse_tool_call, ran
 from ..gateway import GatewayActor
 from ..recorder import Recording, default_data_dir, recording_path
 from ._present import OUTCOMES, Presenter
 from ._protocol import (
     AGENT_VERSION,
     COMMANDS,
+    USER_CALL_COMMANDS,
     ClientCapabilities,
     approval_mode_of,
     mode_id,
@@ -208,10 +228,14 @@ class AcpSession:
         self._tools: Mapping[str, Any] = {}
         self._prompts: dict[str, Waiter[Mapping[str, Any]]] = {}
         self._configures: dict[str, Waiter[Configured]] = {}
+        self._call_waiters: dict[str, Waiter[CompletedCall]] = {}
+        """The user's own calls waiting for their ``BatchSettled`` (in-process)."""
         self._cancel_on_start: set[str] = set()
         self._cancelled_turns: set[str] = set()
+        self._user_calls: set[str] = set()
+        """Request ids of the user's own calls still running."""
         self._running_turn: str | None = None
-        self._hook_context = ""
+        self._answer_routes: dict[str, tuple[str, str]] = {}
         self._closing = False
         self._closed = trio.Event()
         self.started = False
@@ -239,22 +263,28 @@ class AcpSession:
     async def _send_configure(self, request_id: str, approval_mode: str | None, model: str | None) -> None:
         raise NotImplementedError
 
+    async def _call_tool(self, request_id: str, name: str, args: dict[str, Any], share: bool) -> tuple[CompletedCall, bool]:
+        """Run the user's own call; its settled form, and whether it was added to the
+        conversation."""
+        raise NotImplementedError
+
+    async def _cancel_call(self, request_id: str) -> None:
+        raise NotImplementedError
+
     # -- requests from the client ------------------------------------------------------------
     async def prompt(self, blocks: list[dict[str, Any]]) -> Mapping[str, Any]:
         if not self._ready():
             raise RpcError(INTERNAL_ERROR, "the session is closed")
         command = command_text(blocks)
         if command.startswith("/"):
-            name = command[1:].split(maxsplit=1)[0] if command[1:].strip() else ""
-            if name in dict(COMMANDS):
-                await self._notify(
-                    {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": self._command(name)}}
-                )
+            words = command[1:].split(maxsplit=1)
+            name = words[0] if words else ""
+            if name in USER_CALL_COMMANDS:
+                return await self._user_call(name, words[1] if len(words) > 1 else "")
+            if name in {c.name for c in COMMANDS}:
+                await self._say(self._command(name))
                 return {"stopReason": "end_turn", "_meta": zero_quota()}
         text, extra = prompt_parts(blocks)
-        if self._hook_context:
-            text = f"<hook_context>{self._hook_context}</hook_context>\n\n{text}"
-            self._hook_context = ""
         parts = await trio.to_thread.run_sync(
             lambda: expand_at_references(text, self.workspace, env=self._env, glob_available="glob" in self._tools)
             if text
@@ -266,12 +296,46 @@ class AcpSession:
         await self._submit(prompt_id, (*parts, *extra), text)
         return await waiter.wait()
 
+    async def _say(self, text: str) -> None:
+        await self._notify({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+
+    async def _user_call(self, command: str, rest: str) -> Mapping[str, Any]:
+        """``/tool NAME {json}``, ``/shell COMMAND`` (``!``: shared with the model)."""
+        share = command.endswith("!")
+        try:
+            if command.startswith("shell"):
+                if not rest.strip():
+                    raise ValueError("name the command: COMMAND")
+                name, args = SHELL_TOOL, {"command": rest.strip()}
+            else:
+                name, args = parse_tool_call(rest)
+        except ValueError as exc:
+            # Bad input: one line, nothing runs, the session is unaffected.
+            await self._say(f"/{command}: {exc}")
+            return {"stopReason": "end_turn", "_meta": zero_quota()}
+        request_id = new_id()
+        self._user_calls.add(request_id)
+        try:
+            call, added = await self._call_tool(request_id, name, args, share)
+        finally:
+            self._user_calls.discard(request_id)
+        if added:
+            await self._say("The result was added to the conversation: your next prompt carries it.")
+        elif share:
+            await self._say("Nothing was added to the conversation: the call did not run.")
+        if call.status == "cancelled":
+            return {"stopReason": "cancelled"}
+        return {"stopReason": "end_turn", "_meta": zero_quota()}
+
     def cancel(self) -> None:
         """``session/cancel``: the running turn, and prompts sent before the cancel that
-        have not started yet, end cancelled."""
+        have not started yet, end cancelled; so do the user's own calls."""
         self._cancel_on_start |= set(self._prompts)
         if self._running_turn is not None:
             self._cancel_turn(self._running_turn)
+        if self._nursery is not None:
+            for request_id in self._user_calls:
+                self._nursery.start_soon(self._cancel_call, request_id)
 
     def _cancel_turn(self, turn_id: str) -> None:
         if turn_id in self._cancelled_turns or self._nursery is None:
@@ -300,11 +364,16 @@ class AcpSession:
                 f"- Mode: {mode_id(view.approval_mode) if view else ''}\n"
                 f"- Workspace: {self.workspace}"
             )
-        lines = ["Available commands:"] + [f"  /{n} - {d}" for n, d in COMMANDS]
+        lines = ["Available commands:"] + [
+            f"  /{c.name}{' ' + c.hint if c.hint else ''} - {c.description}" for c in COMMANDS
+        ]
         return "\n".join(lines)
 
     def _fail_waiters(self) -> None:
         gone = RpcError(INTERNAL_ERROR, "the session closed")
+        for call in self._call_waiters.values():
+            call.fail(gone)
+        self._call_waiters.clear()
         for prompt in self._prompts.values():
             prompt.fail(gone)
         for configured in self._configures.values():
@@ -318,6 +387,9 @@ class AcpSession:
 
     async def _feed(self, msg: Message) -> None:
         assert self.view is not None
+        if isinstance(msg, ApprovalRequested) and msg.answer_to:
+            # A subagent's approval: its own scheduler takes the answer.
+            self._answer_routes[msg.correlation_id] = (msg.answer_to, msg.answer_session_id or msg.session_id)
         for effect in self.view.feed(msg):
             await self._apply(effect)
 
@@ -484,13 +556,11 @@ class BusSession(AcpSession):
                     # Our own tasks (pump, inbox, permission requests, sends) end with
                     # the session; its actors finish on their own after SessionClosed.
                     self._nursery = helpers
-                    await self._port.send(runtime.open_session_message(cfg), to=self.addrs.session)
-                    helpers.start_soon(self._inbox)
                     source = "resume" if self.recording is not None else "startup"
-                    started = await self._run_hooks("SessionStart", source, {"source": source})
-                    context = ((started or {}).get("hookSpecificOutput") or {}).get("additionalContext")
-                    if context:
-                        self._hook_context = str(context).replace("<", "&lt;").replace(">", "&gt;")
+                    # SessionStart hooks first, before our inbox task reads the port:
+                    # their context opens the history, as in the daemon's sessions.
+                    await open_interactive_session(self._port, self.addrs, cfg, source)
+                    helpers.start_soon(self._inbox)
                     helpers.start_soon(self._pump, sub)
                     self.started = True
                     task_status.started(Started(approval_mode=approval, model=model, replay=tuple(replay)))
@@ -558,11 +628,10 @@ class BusSession(AcpSession):
 
     async def _send_answer(self, correlation_id: str, outcome: str) -> None:
         assert self.addrs is not None
+        to, session_id = self._answer_routes.pop(correlation_id, (self.addrs.scheduler, self.session_id))
         await self._send(
-            ApprovalAnswered(
-                session_id=self.session_id, correlation_id=correlation_id, outcome=outcome, answered_by=self.address
-            ),
-            self.addrs.scheduler,
+            ApprovalAnswered(session_id=session_id, correlation_id=correlation_id, outcome=outcome, answered_by=self.address),
+            to,
         )
 
     async def _send_configure(self, request_id: str, approval_mode: str | None, model: str | None) -> None:
@@ -576,6 +645,40 @@ class BusSession(AcpSession):
                 requested_by=self.address,
             ),
             self.addrs.session,
+        )
+
+    async def _call_tool(self, request_id: str, name: str, args: dict[str, Any], share: bool) -> tuple[CompletedCall, bool]:
+        assert self.addrs is not None and self.view is not None
+        waiter: Waiter[CompletedCall] = Waiter()
+        self._call_waiters[request_id] = waiter
+        request = ToolCallRequest(call_id=f"{name}__user_{new_id()[:8]}", name=name, args=args, client_initiated=True)
+        await self._send(
+            ScheduleBatch(
+                session_id=self.session_id,
+                batch_id=request_id,
+                reply_to=self.address,
+                approval_mode=self.view.approval_mode,
+                calls=(request,),
+                interactive=True,
+            ),
+            self.addrs.scheduler,
+        )
+        call = await waiter.wait()
+        if not (share and ran(call)):
+            return call, False
+        await self._send(
+            AddContext(
+                session_id=self.session_id, request_id=request_id, parts=tuple(context_parts(call)), requested_by=self.address
+            ),
+            self.addrs.session,
+        )
+        return call, True
+
+    async def _cancel_call(self, request_id: str) -> None:
+        assert self.addrs is not None
+        await self._send(
+            CancelBatch(session_id=self.session_id, batch_id=request_id, reason="cancelled by the ACP client"),
+            self.addrs.scheduler,
         )
 
     async def _pump(self, sub: Any) -> None:
@@ -594,6 +697,12 @@ class BusSession(AcpSession):
                     waiter = self._hooks.pop(done.request_id, None)
                     if waiter is not None:
                         waiter.set(thaw(done.output))
+                case BatchSettled() as settled:
+                    call_waiter = self._call_waiters.pop(settled.batch_id, None)
+                    if call_waiter is not None:
+                        call_waiter.set(
+                            settled.calls[0] if settled.calls else CompletedCall(call_id="", name="", status="cancelled")
+                        )
                 case _:
                     pass
 

@@ -15,7 +15,9 @@ bus message                                      ACP
 ``ToolCallUpdated`` executing                    ``tool_call`` in_progress, or ``tool_call_update``
                                                  in_progress after a permission
 ``ToolCallUpdated`` success                      ``tool_call_update`` completed (+ ``plan`` for
-                                                 ``write_todos``, from ``ToolFinished``'s data)
+                                                 ``write_todos``, from ``ToolFinished``'s data;
+                                                 a user's own call, from a ``ScheduleBatch``
+                                                 ``client_initiated``, shows its whole output)
 ``ToolCallUpdated`` error                        ``tool_call_update`` failed (``tool_call`` failed
                                                  when it never started)
 ``ToolCallUpdated`` cancelled                    ``tool_call_update`` failed when announced;
@@ -47,9 +49,11 @@ from bus.messages import (
     ModelChunk,
     ModelFailed,
     ModelFinished,
+    ScheduleBatch,
     SessionClosed,
     SessionConfigured,
     SessionOpened,
+    SubagentActivity,
     SubmitPrompt,
     TextStreamed,
     ThoughtStreamed,
@@ -62,6 +66,7 @@ from bus.messages import (
     TurnStarted,
 )
 
+from ..cli._user_calls import result_text
 from ._present import (
     SHELL_CANCELLED_TEXT,
     SHELL_TOOLS,
@@ -181,6 +186,10 @@ class _Call:
     presentation: Presentation | None = None
     content: list[dict[str, Any]] = attrs.field(factory=list)
     result: ToolResult | None = None
+    activity: list[str] = attrs.field(factory=list)
+    """A subagent call's lines of activity (its content while it runs)."""
+    user: bool = False
+    """The user asked for it (``/tool``, ``/shell``): its result is shown in full."""
 
 
 @attrs.define
@@ -232,6 +241,11 @@ class SessionView:
             case ToolCallRequested():
                 self.calls[msg.call_id] = _Call(msg.call_id, msg.name, thaw(msg.args))
                 return []
+            case ScheduleBatch():
+                for asked in msg.calls:  # the user's own calls have no ToolCallRequested
+                    if asked.client_initiated and asked.call_id not in self.calls:
+                        self.calls[asked.call_id] = _Call(asked.call_id, asked.name, thaw(asked.args), user=True)
+                return []
             case ToolCallUpdated():
                 return self._call_updated(msg)
             case ApprovalRequested():
@@ -241,6 +255,8 @@ class SessionView:
                 if call is not None:
                     call.result = msg.result
                 return []
+            case SubagentActivity():
+                return self._subagent(msg)
             case TurnStarted():
                 self.current_turn = msg.turn_id
                 self.turns[msg.turn_id] = _Turn(msg.prompt_id)
@@ -305,6 +321,36 @@ class SessionView:
         return [self._announce(call, "pending")]
 
     # -- tool calls ---------------------------------------------------------------------------
+    def _subagent(self, msg: SubagentActivity) -> list[Effect]:
+        """A subagent's activity as the content of the ``invoke_agent`` call it runs
+        under: one line per step, deeper agents indented."""
+        call = self.calls.get(msg.call_id)
+        if call is None or not call.announced or call.status not in ("executing", "scheduled"):
+            return []
+        pad = "  " * (msg.depth - 1)
+        match msg.kind:
+            case "started":
+                line = f"{pad}{msg.agent_name} started"
+            case "tool_call":
+                line = f"{pad}{msg.agent_name}: {msg.tool_name}"
+            case "tool_update" if msg.status != "success":
+                line = f"{pad}{msg.agent_name}: {msg.tool_name} {msg.status}"
+            case "thought" if msg.text:
+                line = f"{pad}{msg.agent_name}: {msg.text.splitlines()[0]}"
+            case "error":
+                line = f"{pad}{msg.agent_name}: {msg.text}"
+            case "finished":
+                line = f"{pad}{msg.agent_name} finished: {msg.status}"
+            case _:
+                return []
+        call.activity.append(line)
+        call.content = [text_content("\n".join(call.activity))]
+        return [
+            Update(
+                {"sessionUpdate": "tool_call_update", "toolCallId": call.call_id, "status": "in_progress", "content": call.content}
+            )
+        ]
+
     def _call(self, call_id: str, name: str) -> _Call:
         call = self.calls.get(call_id)
         if call is None:
@@ -349,6 +395,10 @@ class SessionView:
             case "success":
                 display = thaw(call.result.return_display) if call.result is not None else None
                 call.content = self.presenter.result_content(call.name, display)
+                if call.user and call.result is not None and not any(c.get("type") == "diff" for c in call.content):
+                    # The user ran it to see it: the shell's output, the listing, the file.
+                    text = result_text(call.name, display, _text_of(thaw(call.result.llm_content)))
+                    call.content = [text_content(text)] if text else []
                 kind = "tool_call_update" if call.announced else "tool_call"
                 call.announced = True
                 out: list[Effect] = [Update({"sessionUpdate": kind, **self._fields(call, "completed")})]
@@ -447,6 +497,14 @@ class SessionView:
         if reason == "cancelled":
             return [PromptDone(turn.prompt_id, {"stopReason": "cancelled"})]
         return [PromptDone(turn.prompt_id, {"stopReason": reason, "_meta": turn.meta()})]
+
+
+def _text_of(llm_content: Any) -> str:
+    if isinstance(llm_content, str):
+        return llm_content
+    if isinstance(llm_content, list | tuple):
+        return "".join(str(p.get("text", "")) for p in llm_content if isinstance(p, dict))
+    return ""
 
 
 def _int(value: Any) -> int:

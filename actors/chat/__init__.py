@@ -1,11 +1,14 @@
 """``agentbus chat``: a terminal client on the daemon (started when none runs).
 
     agentbus chat [--resume ID|N|latest] [-m MODEL] [--approval-mode MODE]
+                  [--connect tcp://HOST:PORT [--token-file FILE]]
 
 Streams the answer as it comes, shows each tool call with its live status, asks
 approvals inline (once / always / no), runs ``!command`` and ``/tool NAME {json}`` as
-the user's own calls. Colour on a terminal (``NO_COLOR`` turns it off), plain text when
-piped. See ``_app.HELP`` for the commands.
+the user's own calls (``!!command``, ``/tool! …``: and adds their result to the
+conversation). Tab completes commands, tool names and paths on a terminal. Colour on a
+terminal (``NO_COLOR`` turns it off), plain text when piped. See ``_app.HELP`` for the
+commands.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ from pathlib import Path
 
 import trio
 
-from ..daemon import default_paths
-from ..daemon.client import DaemonError, open_client
-from ._app import HELP, ChatApp, ChatOptions, use_colour
+from ..daemon import DaemonPaths, default_paths
+from ..daemon.client import DaemonError, TcpAddress, open_client, tcp_address
+from ._app import HELP, ChatApp, ChatOptions, tool_names, use_colour
+from ._complete import complete
+from ._lines import open_lines, readline_usable
 from ._render import Renderer
 
 MODES = ("default", "auto_edit", "yolo", "plan")
@@ -39,6 +44,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-y", "--yolo", action="store_true", help="same as --approval-mode yolo")
     p.add_argument("--fake-responses", default="", help="serve the model from a Gemini CLI fake-responses file")
     p.add_argument("--fake-chunk-delay-ms", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--connect",
+        metavar="tcp://HOST:PORT",
+        help="a daemon listening on TCP (agentbus daemon --listen-tcp) instead of this user's local socket",
+    )
+    p.add_argument(
+        "--token-file", metavar="FILE", help="with --connect: the daemon's token (default: the local daemon.token)"
+    )
     return p
 
 
@@ -55,7 +68,10 @@ def main(argv: Sequence[str]) -> int:
         interactive=sys.stdin.isatty(),
     )
     try:
-        return trio.run(_run, opts)
+        where = tcp_address(args.connect, args.token_file) if args.connect else default_paths()
+        if args.token_file and not args.connect:
+            raise DaemonError("invalid", "--token-file goes with --connect")
+        return trio.run(_run, opts, where)
     except DaemonError as exc:
         sys.stderr.write(f"agentbus chat: {exc.message}\n")
         return 1
@@ -63,10 +79,15 @@ def main(argv: Sequence[str]) -> int:
         return 130
 
 
-async def _run(opts: ChatOptions) -> int:
-    stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
-    async with stdin, open_client(default_paths(), client="chat") as client:
-        return await ChatApp(client, sys.stdout, opts, stdin).run()
+async def _run(opts: ChatOptions, where: DaemonPaths | TcpAddress) -> int:
+    def completer(line: str, begidx: int, endidx: int) -> list[str]:
+        return complete(line, begidx, endidx, tools=tool_names(), workspace=opts.workspace)
+
+    async with (
+        open_lines(completer, use_readline=readline_usable()) as lines,
+        open_client(where, client="chat") as client,
+    ):
+        return await ChatApp(client, sys.stdout, opts, lines).run()
 
 
 __all__ = ["ChatApp", "ChatOptions", "Renderer", "main"]

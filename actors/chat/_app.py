@@ -5,11 +5,15 @@ the lines the user types (prompts, approval answers, commands) and Ctrl-C (SIGIN
 The first Ctrl-C cancels what runs (the turn, a ``!command`` or ``/tool`` call); a
 second one, or one when nothing runs and the user was warned, exits. The session stays
 in the daemon after the chat exits (``agentbus chat --resume ID`` comes back to it).
+
+The user's own calls (``!command``, ``/tool NAME {json}``) stay out of the model's
+history; doubled (``!!command``, ``/tool! NAME {json}``) their result is added to the
+conversation as Gemini CLI adds shell-mode output, so the next prompt carries it.
+Lines come from ``_lines`` (readline with Tab completion on a terminal).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from collections.abc import Callable
@@ -22,7 +26,9 @@ import trio
 from bus import Envelope
 from bus.messages import SessionReady, TurnEnded, TurnStarted, new_id
 
+from ..cli._user_calls import parse_tool_call
 from ..daemon.client import DaemonClient, DaemonError
+from ._lines import LineSource
 from ._render import Renderer, parse_answer
 
 EVENTS_GRACE_S = 2.0
@@ -34,9 +40,11 @@ HELP = """Commands:
   /mode MODE           approval mode: default, auto_edit, yolo, plan
   /tool NAME {json}    run a tool yourself, e.g. /tool read_file {"file_path": "README.md"}
   !COMMAND             run a shell command yourself (live output; Ctrl-C stops it)
+  /tool! …  !!COMMAND  the same, and add the result to the conversation (the next
+                       prompt carries it; otherwise the model never sees it)
   /quit                leave (the session stays in the daemon)
 Ctrl-C cancels the running turn or call; a second Ctrl-C exits. @path in a prompt
-attaches that file."""
+attaches that file. Tab completes commands, tool names and paths (after @ and in !)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -53,11 +61,11 @@ class ChatOptions:
 
 
 class ChatApp:
-    def __init__(self, client: DaemonClient, out: TextIO, opts: ChatOptions, stdin: trio.abc.ReceiveStream) -> None:
+    def __init__(self, client: DaemonClient, out: TextIO, opts: ChatOptions, lines: LineSource) -> None:
         self.client = client
         self.out = out
         self.opts = opts
-        self.stdin = stdin
+        self.lines = lines
         self.render = Renderer(colour=opts.colour, me=client.address)
         self.session_id = ""
         self.my_prompts: set[str] = set()
@@ -82,7 +90,9 @@ class ChatApp:
 
     def prompt_marker(self) -> None:
         if self.opts.interactive and self._is_idle() and not self.render.pending:
-            self.write(self.render.ensure_line_start() + self.render.style("> ", "bold", "blue"))
+            # What the user had typed when output interrupted them is shown again.
+            typed = self.lines.pending_text()
+            self.write(self.render.ensure_line_start() + self.render.style("> ", "bold", "blue") + typed)
             self.render.mid_line = True
 
     def _is_idle(self) -> bool:
@@ -214,21 +224,15 @@ class ChatApp:
 
     # -- input ------------------------------------------------------------------------------------------------------
     async def _input(self) -> int:
-        buf = b""
         while True:
-            data = await self.stdin.receive_some(4096)
-            if not data:
-                if buf.strip():
-                    await self._line_typed(buf.decode("utf-8", "replace"))
-                # End of input (a pipe): let what runs finish, then leave.
+            line = await self.lines.read_line()
+            if line is None:
+                # End of input (a pipe, Ctrl-D): let what runs finish, then leave.
                 await self.idle.wait()
                 return 0
-            buf += data
-            while b"\n" in buf:
-                raw, buf = buf.split(b"\n", 1)
-                self.render.mid_line = False  # the terminal echoed the newline
-                if await self._line_typed(raw.decode("utf-8", "replace").rstrip("\r")) == "quit":
-                    return 0
+            self.render.mid_line = False  # the terminal echoed the newline
+            if await self._line_typed(line) == "quit":
+                return 0
 
     async def _line_typed(self, text: str) -> str | None:
         self.interrupts = 0
@@ -249,7 +253,13 @@ class ChatApp:
             return None
         try:
             if stripped.startswith("!"):
-                self._start_tool("run_shell_command", {"command": stripped[1:].strip()})
+                share = stripped.startswith("!!")
+                command = stripped[2 if share else 1 :].strip()
+                if not command:
+                    self.line("usage: !COMMAND (or !!COMMAND to add its output to the conversation)", "yellow")
+                    self.prompt_marker()
+                else:
+                    self._start_tool("run_shell_command", {"command": command}, share=share)
             elif stripped.startswith("/"):
                 return await self._command(stripped)
             else:
@@ -288,21 +298,17 @@ class ChatApp:
                 else:
                     await self.client.set_mode(self.session_id, rest)
                     self.line(f"approval mode: {rest}", "green")
-            case "/tool":
-                tool, _, raw = rest.partition(" ")
-                if not tool:
-                    self.line('usage: /tool NAME {"arg": "value"}', "yellow")
+            case "/tool" | "/tool!":
+                if not rest:
+                    self.line(f'usage: {name} NAME {{"arg": "value"}}', "yellow")
                 else:
                     try:
-                        args = json.loads(raw) if raw.strip() else {}
-                    except json.JSONDecodeError as exc:
-                        self.line(f"error: the arguments are not JSON: {exc.msg} (column {exc.colno})", "red")
+                        tool, args = parse_tool_call(rest)
+                    except ValueError as exc:
+                        self.line(f"error: {exc}", "red")
                     else:
-                        if not isinstance(args, dict):
-                            self.line("error: the arguments must be a JSON object", "red")
-                        else:
-                            self._start_tool(tool, args)
-                            return None
+                        self._start_tool(tool, args, share=name == "/tool!")
+                        return None
             case _:
                 self.line(f"unknown command {name}; /help lists them", "yellow")
         self.prompt_marker()
@@ -322,16 +328,16 @@ class ChatApp:
         ready = await self.client.load_session(ident, fake_responses=self.opts.fake_responses)
         await self._switch(ready, from_seq=None)
 
-    def _start_tool(self, name: str, args: dict[str, Any]) -> None:
+    def _start_tool(self, name: str, args: dict[str, Any], *, share: bool = False) -> None:
         rid = new_id()
         self.tool_calls.add(rid)
         self._update_idle()
         assert self._nursery is not None
-        self._nursery.start_soon(self._run_tool, rid, name, args)
+        self._nursery.start_soon(self._run_tool, rid, name, args, share)
 
-    async def _run_tool(self, rid: str, name: str, args: dict[str, Any]) -> None:
+    async def _run_tool(self, rid: str, name: str, args: dict[str, Any], share: bool) -> None:
         try:
-            result = await self.client.call_tool(self.session_id, name, args, request_id=rid)
+            result = await self.client.call_tool(self.session_id, name, args, request_id=rid, add_to_context=share)
         except DaemonError as exc:
             self.line(f"error: {exc.message}", "red")
         else:
@@ -340,10 +346,27 @@ class ChatApp:
                 while result.call.call_id not in self.render.finished:
                     await self.rendered.wait()
             self.write(self.render.tool_result(result.call))
+            if result.added_to_context:
+                self.line("↳ added to the conversation: your next prompt carries it", "dim")
+            elif share:
+                self.line("↳ not added to the conversation: the call did not run", "yellow")
         finally:
             self.tool_calls.discard(rid)
             self._update_idle()
         self.prompt_marker()
+
+
+_TOOL_NAMES: list[str] = []
+
+
+def tool_names() -> list[str]:
+    """The built-in tools' names, for completion (the session's registry may hold
+    fewer: a call of an excluded one is refused by the scheduler, as typed)."""
+    if not _TOOL_NAMES:
+        from ..tools import builtin_tools
+
+        _TOOL_NAMES.extend(t.name for t in builtin_tools())
+    return _TOOL_NAMES
 
 
 def use_colour(stream: TextIO, environ: dict[str, str] | None = None) -> bool:

@@ -22,6 +22,7 @@ from bus.messages import (
     ApprovalSettled,
     BatchSettled,
     CompletedCall,
+    ContextAdded,
     DaemonStopping,
     Message,
     ModelRetrying,
@@ -31,6 +32,7 @@ from bus.messages import (
     ScheduleBatch,
     SessionClosed,
     SessionSummary,
+    SubagentActivity,
     SubmitPrompt,
     SubscriptionEnded,
     TextStreamed,
@@ -42,6 +44,8 @@ from bus.messages import (
     TurnNotice,
     TurnStarted,
 )
+
+from ..cli._user_calls import shown_text
 
 RESET = "\x1b[0m"
 STYLES = {
@@ -200,8 +204,38 @@ class Renderer:
                 elif msg.stop_reason != "end_turn":
                     out += self.style(f"(stopped: {msg.stop_reason})", "yellow") + "\n"
                 return out
+            case ContextAdded():
+                # Our own is announced with the call's result (ChatApp._run_tool).
+                if msg.requested_by == self.me:
+                    return ""
+                return self._line(self.style("(another client added a tool result to the conversation)", "dim"))
             case SessionClosed():
                 return self._line(self.style(f"(session closed: {msg.reason})", "yellow"))
+            case SubagentActivity():
+                return self.subagent(msg)
+            case _:
+                return ""
+
+    def subagent(self, msg: SubagentActivity) -> str:
+        """A subagent's activity, indented under the call that started it (deeper
+        agents further in)."""
+        pad = "  " * (msg.depth + 1) + "↳ "
+        who = f"[{msg.agent_name}]"
+        match msg.kind:
+            case "started":
+                return self._line(self.style(f"{pad}{who} started", "cyan"))
+            case "thought":
+                return self._line(self.style(f"{pad}{who} ✦ {msg.text.splitlines()[0] if msg.text else ''}", "dim"))
+            case "tool_call":
+                return self._line(f"{pad}{who} {msg.tool_name}{_args_summary(msg.tool_name, thaw(msg.args))}")
+            case "tool_update" if msg.status != "success":
+                colour = "yellow" if msg.status == "cancelled" else "red"
+                return self._line(self.style(f"{pad}{who} {msg.tool_name}: {msg.status}", colour))
+            case "error":
+                return self._line(self.style(f"{pad}{who} {msg.text}", "red"))
+            case "finished":
+                colour = "green" if msg.status == "GOAL" else "yellow"
+                return self._line(self.style(f"{pad}{who} finished: {msg.status}", colour))
             case _:
                 return ""
 
@@ -277,7 +311,7 @@ class Renderer:
         known = self.calls.get(call.call_id)
         out = ""
         if known is None or not known.streamed:
-            text = _display_text(call)
+            text = shown_text(call)
             if text:
                 colour = "red" if call.status == "error" else ""
                 out += self._break() + "".join(
@@ -300,24 +334,6 @@ class Renderer:
 
 
 TODO_MARKS = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]", "cancelled": "[-]", "blocked": "[!]"}
-
-
-def _display_text(call: CompletedCall) -> str:
-    """What a user-initiated call shows: its display, else what the model would have
-    been given (``read_file`` displays nothing), else its error."""
-    if call.status != "success" and call.error_message:
-        return call.error_message
-    display = thaw(call.result_display)
-    if isinstance(display, str) and display.strip():
-        return display
-    if display and not isinstance(display, str):
-        return json.dumps(display, ensure_ascii=False)
-    for part in thaw(call.response_parts):
-        response = part.get("functionResponse", {}).get("response", {}) if isinstance(part, dict) else {}
-        output = response.get("output") if isinstance(response, dict) else None
-        if isinstance(output, str) and output:
-            return output
-    return ""
 
 
 def parse_answer(text: str) -> str | None:

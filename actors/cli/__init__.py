@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-SUBCOMMANDS = ("daemon", "chat", "acp", "replay", "tool")
+SUBCOMMANDS = ("daemon", "chat", "acp", "replay", "tool", "agents")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -26,6 +26,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..acp import main as acp_main
 
         return acp_main(args[1:])
+    if args and args[0] == "agents":
+        from ._agents_cmd import main as agents_main
+
+        return agents_main(args[1:])
+    if args and args[0] == "tool":
+        from ._tool import main as tool_main
+
+        return tool_main(args[1:])
     if args and args[0] in SUBCOMMANDS:
         sys.stderr.write(f"agentbus {args[0]}: not available in this version yet\n")
         return 2

@@ -8,6 +8,7 @@ the run ends after the turn's cancelled end with exit code 130.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
@@ -20,13 +21,10 @@ from typing import Any, TextIO
 import attrs
 import trio
 
-from bus import Bus
-from bus._json import thaw
+from bus import ALL_SESSIONS, Bus
 from bus.messages import (
     CancelTurn,
     CloseSession,
-    HooksFinished,
-    RunHooks,
     SessionClosed,
     SubmitPrompt,
     TurnEnded,
@@ -60,11 +58,14 @@ from ._models import (
 )
 from ._output import HeadlessPrinter
 from ._setup import (
+    agent_wiring,
     approval_mode_from,
     model_from,
     print_warnings,
     request_config_for,
+    run_hooks,
     session_setup,
+    session_start_context,
 )
 
 
@@ -88,6 +89,8 @@ class Prepared:
     recording: Path | None
     max_session_turns: int
     history: tuple[Any, ...]
+    agent_wiring: Mapping[str, Any] = attrs.field(factory=dict)
+    """``SessionConfig`` fields for subagents (``_setup.agent_wiring``)."""
 
 
 def workspace_settings() -> dict[str, Any]:
@@ -151,6 +154,7 @@ def prepare(
         recording=data_dir / "sessions" / f"{session_id}.jsonl",
         max_session_turns=int(max_turns) if isinstance(max_turns, int) else -1,
         history=history,
+        agent_wiring=agent_wiring(setup),
     )
 
 
@@ -259,7 +263,6 @@ async def run_prepared(p: Prepared, stdout: TextIO, stderr: TextIO) -> int:
         tools=p.tools,
         executor_of=executor_kind,
         policy=p.policy,
-        request_config=request_config_for(p.tools),
         route_model=resolve_model,
         classifier_choice=classifier_choice,
         classifier_request=classifier_request,
@@ -270,6 +273,7 @@ async def run_prepared(p: Prepared, stdout: TextIO, stderr: TextIO) -> int:
         max_session_turns=p.max_session_turns,
         registered_names=p.registered_names,
         hooks=p.hooks,
+        **{"request_config": request_config_for(p.tools), **p.agent_wiring},
         **runtime.guard_settings(p.settings),
     )
     exit_code = 0
@@ -280,11 +284,12 @@ async def run_prepared(p: Prepared, stdout: TextIO, stderr: TextIO) -> int:
         # After the supervisor: the recorder must be the session's first observer, so
         # that what this client prints is on disk first (actors/recorder.py).
         sub = bus.subscribe(p.session_id, "headless", policy="block", capacity=1024)
+        # Subagents' sessions, for the stats only (drained as the main session goes).
+        descendants = bus.subscribe(ALL_SESSIONS, "headless:agents", capacity=math.inf)
         await client.send(runtime.open_session_message(cfg), to=addrs.session)
         printer.start()
         user_input = p.user_input
-        started = await run_hooks(client, addrs, p.session_id, "SessionStart", "startup", {"source": "startup"})
-        context = additional_context(started)
+        context = await session_start_context(client, addrs, p.session_id, "startup")
         if context:
             # Headless Gemini CLI puts SessionStart context in front of the prompt.
             user_input = f"<hook_context>{context}</hook_context>\n\n{user_input}"
@@ -306,6 +311,7 @@ async def run_prepared(p: Prepared, stdout: TextIO, stderr: TextIO) -> int:
         nursery.start_soon(signals.run)
         async for env in sub:
             msg = env.message
+            _drain_descendants(descendants, p.session_id, printer)
             printer.on(msg)
             if isinstance(msg, TurnEnded):
                 if msg.stop_reason == "cancelled":
@@ -327,39 +333,21 @@ async def run_prepared(p: Prepared, stdout: TextIO, stderr: TextIO) -> int:
             elif isinstance(msg, SessionClosed):
                 break
         bus.unsubscribe(sub)
+        bus.unsubscribe(descendants)
         client.close()
         bus.disconnect(GATEWAY_ADDRESS)
         signals.stop()
     return exit_code
 
 
-async def run_hooks(
-    client: Any, addrs: runtime.SessionAddresses, session_id: str, event: str, target: str, data: Mapping[str, Any]
-) -> dict[str, Any] | None:
-    """A client-side hook point (SessionStart, SessionEnd): ask the runner, wait."""
-    if addrs.hooks is None:
-        return None
-    rid = new_id()
-    await client.send(
-        RunHooks(session_id=session_id, request_id=rid, reply_to=client.address, event=event, target=target, input=data),
-        to=addrs.hooks,
-    )
+def _drain_descendants(sub: Any, session_id: str, printer: HeadlessPrinter) -> None:
     while True:
-        msg = (await client.receive()).message
-        if isinstance(msg, HooksFinished) and msg.request_id == rid:
-            out = thaw(msg.output)
-            return out if isinstance(out, dict) else None
-
-
-def additional_context(output: Mapping[str, Any] | None) -> str:
-    if not output:
-        return ""
-    value = (output.get("hookSpecificOutput") or {}).get("additionalContext")
-    return escape_hook_context(str(value)) if value else ""
-
-
-def escape_hook_context(text: str) -> str:
-    return text.replace("<", "&lt;").replace(">", "&gt;")
+        try:
+            env = sub.receive.receive_nowait()
+        except trio.WouldBlock:
+            return
+        if env.session_id != session_id:
+            printer.on_descendant(env.message)
 
 
 class _SignalWatch:

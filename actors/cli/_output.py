@@ -243,6 +243,17 @@ class HeadlessPrinter:
         if self.fmt == "stream-json":
             self.emit({"type": "message", "role": "user", "content": user_input})
 
+    def on_descendant(self, msg: Message) -> None:
+        """A message of a subagent's session: it counts in the stats (as Gemini CLI's
+        global telemetry counts its subagents' requests and tool calls), nothing else."""
+        match msg:
+            case BatchSettled():
+                self.stats.on_settled(msg)
+            case GenerateRequest() | ModelChunk() | ModelFinished() | ModelFailed():
+                self.on(msg)  # only the stats see these
+            case _:
+                pass
+
     def on(self, msg: Message) -> None:
         match msg:
             case GenerateRequest():

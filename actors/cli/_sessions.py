@@ -8,11 +8,12 @@ resumable (no real prompt, no model answer) is not listed.
 
 The resumed history is the recording replayed into the session's state the way the
 session actor builds it: the last ``OpenSession.history``, then every
-``TurnEnded.history_added`` (``history_reset`` honoured), in order. A turn that never
-ended (the process was killed) contributes what had happened: its prompt, each
-completed model answer, each settled batch of function responses. Calls left without a
-response get a cancelled response, so every call has exactly one; a history that ends
-with function responses gets Gemini CLI's closing model turn
+``TurnEnded.history_added`` (``history_reset`` honoured) and ``ContextAdded.content``, in
+order. A turn that never ended (the process was killed) contributes what had
+happened: its prompt, each completed model answer, each settled batch of function
+responses. Calls left without a response get a cancelled response, so every call has
+exactly one; a history that ends with function responses gets Gemini CLI's closing
+model turn
 ``[The previous response was interrupted before it completed.]``. The old session
 context turn is dropped (the new process prepends a fresh one), and so are user turns
 Gemini CLI ignores on resume (empty, or starting with ``/``, ``?``,
@@ -37,6 +38,7 @@ import attrs
 from bus._json import thaw
 from bus.messages import (
     BatchSettled,
+    ContextAdded,
     GenerateRequest,
     GenerationCancelled,
     ModelChunk,
@@ -451,6 +453,8 @@ def conversation_of(recording: Recording | Iterable[Any]) -> list[Any]:
                     history = [h for h in history if _is_environment_context(h)]
                 history.extend(thaw(c) for c in msg.history_added)
                 open_turn = None
+            case ContextAdded():
+                history.append(thaw(msg.content))  # a user's call result, shared between turns
             case _:
                 if open_turn is not None:
                     open_turn.feed(msg)

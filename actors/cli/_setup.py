@@ -21,6 +21,7 @@ from ..gateway import GATEWAY_ADDRESS
 from ..hooks import HookConfig, HookConfigError, load_hook_config
 from ..scheduler._policy import PolicyEngine, PolicyFileError
 from ..tools import builtin_tools, executor_kind
+from ..tools._agent_defs import DEFAULT_MAX_DEPTH, AgentDefinition, AgentRegistry, load_registry
 from ..tools._base import Tool, ToolEnv
 from . import _settings
 from ._context import SYSTEM_INSTRUCTION, session_context
@@ -65,6 +66,9 @@ class SessionSetup:
     hooks: HookConfig
     interactive: bool
     warnings: tuple[str, ...] = ()
+    agents: AgentRegistry = attrs.field(factory=lambda: AgentRegistry(agents={}))
+    """Subagents ``invoke_agent`` can start (built-ins, project and user agents)."""
+    max_agent_depth: int = DEFAULT_MAX_DEPTH
 
 
 def session_setup(
@@ -87,7 +91,8 @@ def session_setup(
         model=model,
         settings=settings,
     )
-    all_tools = {t.name: t for t in builtin_tools(model)}
+    agents_enabled = _settings.get(settings, "experimental.enableAgents") is not False
+    all_tools = {t.name: t for t in builtin_tools(model, agents=agents_enabled)}
     try:
         policy, warnings = PolicyEngine.build(
             approval_mode=approval_mode,
@@ -109,6 +114,8 @@ def session_setup(
         for n, t in all_tools.items()
         if n not in excluded and (not isinstance(core, list) or n in core)
     }
+    registry = agent_registry(settings, workspace, home, tuple(all_tools), enabled="invoke_agent" in tools)
+    depth = _settings.get(settings, "agents.maxDepth")
     try:
         hooks = load_hook_config(settings)
     except HookConfigError as exc:
@@ -124,12 +131,54 @@ def session_setup(
         hooks=hooks,
         interactive=interactive,
         warnings=tuple(warnings),
+        agents=registry,
+        max_agent_depth=depth
+        if isinstance(depth, int) and not isinstance(depth, bool) and depth >= 1
+        else DEFAULT_MAX_DEPTH,
     )
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def agent_registry(
+    settings: Mapping[str, Any], workspace: Path, home: Path, tool_names: Sequence[str], *, enabled: bool
+) -> AgentRegistry:
+    """The session's agents, with ``agents.overrides.<name>`` applied (``enabled: false``
+    drops an agent; ``runConfig.maxTurns``/``maxTimeMinutes``, ``modelConfig.model`` and
+    ``tools`` replace its own)."""
+    registry = load_registry(workspace=workspace, home=home, known_tools=tool_names, enabled=enabled)
+    overrides = _settings.get(settings, "agents.overrides")
+    if not isinstance(overrides, Mapping) or not registry.agents:
+        return registry
+    agents: dict[str, AgentDefinition] = {}
+    for name, agent in registry.agents.items():
+        o = overrides.get(name)
+        if isinstance(o, Mapping):
+            if o.get("enabled") is False:
+                continue
+            run = _mapping(o.get("runConfig"))
+            model = _mapping(o.get("modelConfig"))
+            changes: dict[str, Any] = {}
+            if isinstance(run.get("maxTurns"), int) and run["maxTurns"] > 0:
+                changes["max_turns"] = run["maxTurns"]
+            if isinstance(run.get("maxTimeMinutes"), int | float) and run["maxTimeMinutes"] > 0:
+                changes["timeout_mins"] = float(run["maxTimeMinutes"])
+            if isinstance(model.get("model"), str) and model["model"]:
+                changes["model"] = model["model"]
+            if isinstance(o.get("tools"), list):
+                changes["tools"] = tuple(str(t) for t in o["tools"])
+            agent = attrs.evolve(agent, **changes)
+        agents[name] = agent
+    return attrs.evolve(registry, agents=agents)
 
 
 def print_warnings(setup: SessionSetup) -> None:
     for warning in setup.warnings:
         sys.stderr.write(f"Warning: {warning}\n")
+    for error in setup.agents.errors:
+        sys.stderr.write(f"{error}\n")
 
 
 def environment_context(setup: SessionSetup) -> Any:
@@ -137,10 +186,34 @@ def environment_context(setup: SessionSetup) -> Any:
     return {"role": "user", "parts": [{"text": session_context(setup.workspace, setup.env.project_temp_dir)}]}
 
 
-def request_config_for(tools: Mapping[str, Tool]) -> Any:
+def request_config_for(
+    tools: Mapping[str, Tool],
+    *,
+    system_instruction: str = SYSTEM_INSTRUCTION,
+    temperature: float = 1,
+    top_p: float = 0.95,
+    agents: Sequence[tuple[str, str]] = (),
+) -> Any:
+    """The request config for a model, built once per model and tool set and frozen:
+    every model request carries it, and freezing the tool declarations of each
+    request again cost more than the rest of the request. The system instruction lists
+    the subagents ``invoke_agent`` can start, when it is registered."""
+    if agents and "invoke_agent" in tools:
+        system_instruction = system_instruction + subagents_section(agents)
+    from bus._json import freeze
+
     from ..scheduler import with_wait_for_previous
 
+    built: dict[tuple[str, tuple[tuple[str, int], ...]], Mapping[str, Any]] = {}
+
     def config(model: str) -> Mapping[str, Any]:
+        key = (model, tuple((name, id(tool)) for name, tool in tools.items()))
+        cached = built.get(key)
+        if cached is None:
+            cached = built[key] = freeze(build(model))
+        return cached
+
+    def build(model: str) -> dict[str, Any]:
         decls = []
         for tool in tools.values():
             decl = dict(tool.declaration(model))
@@ -148,9 +221,9 @@ def request_config_for(tools: Mapping[str, Tool]) -> Any:
             decl["parametersJsonSchema"] = with_wait_for_previous(schema)
             decls.append(decl)
         out: dict[str, Any] = {
-            "systemInstruction": SYSTEM_INSTRUCTION,
-            "temperature": 1,
-            "topP": 0.95,
+            "systemInstruction": system_instruction,
+            "temperature": temperature,
+            "topP": top_p,
             "topK": 64,
             "thinkingConfig": {"includeThoughts": True},
         }
@@ -159,6 +232,41 @@ def request_config_for(tools: Mapping[str, Tool]) -> Any:
         return out
 
     return config
+
+
+def subagents_section(agents: Sequence[tuple[str, str]]) -> str:
+    listed = "\n".join(
+        f"  <subagent>\n    <name>{name}</name>\n    <description>{description}</description>\n  </subagent>"
+        for name, description in agents
+    )
+    return (
+        "\n# Subagents\n"
+        "Subagents are specialised agents you can hand a task to with the `invoke_agent` tool "
+        "(`agent_name`, and a `prompt` that holds everything the subagent needs to know). A "
+        "subagent works in its own context and returns one summary, which keeps this "
+        "conversation short: delegate work that takes many steps or produces a lot of output, "
+        "and do small things yourself. Run several subagents at once only when their tasks "
+        "do not touch the same files.\n"
+        f"<available_subagents>\n{listed}\n</available_subagents>\n"
+    )
+
+
+def agent_wiring(setup: SessionSetup) -> dict[str, Any]:
+    """The ``SessionConfig`` fields that depend on the session's subagents: its request
+    config (the system instruction lists them) and the ``invoke_agent`` capability."""
+    from ._subagents import registry_summary, subagents_factory
+
+    if "invoke_agent" not in setup.tools:
+        return {"request_config": request_config_for(setup.tools)}
+    return {
+        "request_config": request_config_for(setup.tools, agents=registry_summary(setup.agents)),
+        "subagents": subagents_factory(
+            setup.agents,
+            max_depth=setup.max_agent_depth,
+            environment=lambda: session_context(setup.workspace, setup.env.project_temp_dir),
+            request_config=request_config_for,
+        ),
+    }
 
 
 def session_config(
@@ -178,7 +286,6 @@ def session_config(
         tools=setup.tools,
         executor_of=executor_kind,
         policy=setup.policy,
-        request_config=request_config_for(setup.tools),
         route_model=resolve_model,
         classifier_choice=classifier_choice,
         classifier_request=classifier_request,
@@ -189,4 +296,56 @@ def session_config(
         max_session_turns=int(max_turns) if isinstance(max_turns, int) else -1,
         registered_names=tuple(setup.tools),
         hooks=setup.hooks,
+        **agent_wiring(setup),
     )
+
+
+# -- SessionStart / SessionEnd: the hook points a session's client runs ---------------------------
+async def run_hooks(
+    client: Any, addrs: runtime.SessionAddresses, session_id: str, event: str, target: str, data: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """A client-side hook point (SessionStart, SessionEnd): ask the runner, wait for its
+    answer on ``client`` (a ``Port``; what else arrives there meanwhile is dropped)."""
+    from bus._json import thaw
+    from bus.messages import HooksFinished, RunHooks, new_id
+
+    if addrs.hooks is None:
+        return None
+    rid = new_id()
+    await client.send(
+        RunHooks(session_id=session_id, request_id=rid, reply_to=client.address, event=event, target=target, input=data),
+        to=addrs.hooks,
+    )
+    while True:
+        msg = (await client.receive()).message
+        if isinstance(msg, HooksFinished) and msg.request_id == rid:
+            out = thaw(msg.output)
+            return out if isinstance(out, dict) else None
+
+
+async def session_start_context(client: Any, addrs: runtime.SessionAddresses, session_id: str, source: str) -> str:
+    """Run the SessionStart hooks (``source``: ``startup`` or ``resume``); their
+    ``additionalContext`` with ``<``/``>`` escaped, empty when there is none."""
+    from ..hooks import additional_context
+
+    output = await run_hooks(client, addrs, session_id, "SessionStart", source, {"source": source})
+    return additional_context(output) or ""
+
+
+def hook_context_turn(context: str) -> dict[str, Any]:
+    """SessionStart context in an interactive session: a user turn of its own at the end
+    of the history, as Gemini CLI's interactive mode adds it. (A headless run puts it in
+    front of its prompt instead; a resumed session drops the old turn and gets the
+    context of its ``resume`` hooks.)"""
+    return {"role": "user", "parts": [{"text": f"<hook_context>{context}</hook_context>"}]}
+
+
+async def open_interactive_session(
+    client: Any, addrs: runtime.SessionAddresses, cfg: runtime.SessionConfig, source: str
+) -> None:
+    """Open an interactive session (the daemon's, ACP's) as Gemini CLI starts one: run
+    the SessionStart hooks, then send ``OpenSession`` with their context as the last
+    turn of the history. Nothing else may read ``client``'s inbox meanwhile."""
+    context = await session_start_context(client, addrs, cfg.session_id, source)
+    history = (*cfg.history, hook_context_turn(context)) if context else cfg.history
+    await client.send(runtime.open_session_message(attrs.evolve(cfg, history=history)), to=addrs.session)

@@ -5,11 +5,22 @@
     agentbus daemon status     what runs (exit 1: no daemon)
     agentbus daemon stop       stop it (turns cancelled, recordings flushed)
 
+    agentbus daemon --listen-tcp [HOST:]PORT [--token-file FILE] [--allow-remote]
+                               listen on TCP as well (see below)
+
 The socket, lock and log live in ``default_paths()`` (``$AGENTBUS_RUNTIME_DIR``, else
 ``$XDG_RUNTIME_DIR/agentbus``, else ``~/.local/state/agentbus``); recordings and the
 session registry in the data directory (``actors.recorder.default_data_dir()``). The
 protocol is in ``bus/messages/client.py``; ``actors.daemon.client`` is the client
-library. Only Unix sockets: no TCP listener is offered.
+library.
+
+No TCP unless asked, and then only with a token: ``--listen-tcp`` opens a TCP listener
+(``HOST`` defaults to 127.0.0.1; a host that is not loopback needs ``--allow-remote``)
+whose clients must send the token in their hello; the token is new for each start, or
+read from ``--token-file`` (a file only its owner can read), and written to
+``daemon.token`` beside the socket (mode 0600). Clients: ``agentbus chat --connect
+tcp://HOST:PORT [--token-file FILE]``, ``agentbus acp --connect tcp://HOST:PORT ...``.
+See ``_tcp``.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import trio
 
@@ -37,6 +49,7 @@ from ._paths import (
     read_pid,
 )
 from ._server import Daemon, DaemonConfig, serve
+from ._tcp import DEFAULT_HOST, TcpConfigError, TcpListen, parse_host_port, read_token_file
 
 STOP_WAIT_S = 5.0
 
@@ -46,6 +59,22 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("action", nargs="?", choices=("start", "status", "stop"), default="start")
     p.add_argument("--detach", action="store_true", help="start in the background and return once it accepts clients")
     p.add_argument("--stall-timeout", type=float, default=Limits().stall_timeout_s, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--listen-tcp",
+        metavar="[HOST:]PORT",
+        help=f"listen on TCP as well (host {DEFAULT_HOST} unless given); clients must present the token",
+    )
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="with --listen-tcp: the token clients must present (default: a new one); "
+        "it is copied to daemon.token beside the socket",
+    )
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="with --listen-tcp: allow a host that is not loopback (the protocol is not encrypted)",
+    )
     return p
 
 
@@ -57,9 +86,24 @@ def main(argv: Sequence[str]) -> int:
     if args.action == "stop":
         return _stop(paths)
     limits = Limits(stall_timeout_s=args.stall_timeout)
+    try:
+        tcp = _tcp_listen(args)
+    except TcpConfigError as exc:
+        sys.stderr.write(f"agentbus daemon: {exc}\n")
+        return 2
     if args.detach:
-        return _detach(paths, limits)
-    return run_foreground(paths, limits)
+        return _detach(paths, limits, tcp)
+    return run_foreground(paths, limits, tcp=tcp)
+
+
+def _tcp_listen(args: argparse.Namespace) -> TcpListen | None:
+    if args.listen_tcp is None:
+        if args.token_file or args.allow_remote:
+            raise TcpConfigError("--token-file and --allow-remote go with --listen-tcp")
+        return None
+    host, port = parse_host_port(args.listen_tcp, default_host=DEFAULT_HOST)
+    token = read_token_file(Path(args.token_file), private=True) if args.token_file else ""
+    return TcpListen(host=host, port=port, token=token, allow_remote=args.allow_remote)
 
 
 def _live_backend() -> Backend:
@@ -69,9 +113,11 @@ def _live_backend() -> Backend:
     return live_backend(auth_type=auth_type_from_env(os.environ))
 
 
-def run_foreground(paths: DaemonPaths, limits: Limits, ready_fd: int | None = None) -> int:
+def run_foreground(
+    paths: DaemonPaths, limits: Limits, ready_fd: int | None = None, *, tcp: TcpListen | None = None
+) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s agentbus daemon: %(message)s", stream=sys.stderr)
-    config = DaemonConfig(paths=paths, limits=limits, live_backend=_live_backend, handle_signals=True)
+    config = DaemonConfig(paths=paths, limits=limits, live_backend=_live_backend, handle_signals=True, tcp=tcp)
 
     async def run() -> None:
         async with trio.open_nursery() as nursery:
@@ -82,8 +128,8 @@ def run_foreground(paths: DaemonPaths, limits: Limits, ready_fd: int | None = No
 
     try:
         trio.run(run)
-    except (DaemonRunningError, DaemonPathError, BaseExceptionGroup) as exc:
-        refused = _first(exc, (DaemonRunningError, DaemonPathError))
+    except (DaemonRunningError, DaemonPathError, TcpConfigError, BaseExceptionGroup) as exc:
+        refused = _first(exc, (DaemonRunningError, DaemonPathError, TcpConfigError))
         if refused is None:
             raise
         if isinstance(refused, DaemonRunningError):
@@ -110,7 +156,7 @@ def _first(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> BaseEx
     return None
 
 
-def _detach(paths: DaemonPaths, limits: Limits) -> int:
+def _detach(paths: DaemonPaths, limits: Limits, tcp: TcpListen | None = None) -> int:
     """Fork a daemon into its own session; report once it is ready (or why not)."""
     from ._paths import prepare_runtime_dir
 
@@ -134,7 +180,7 @@ def _detach(paths: DaemonPaths, limits: Limits) -> int:
         os.close(log_fd)
         code = 1
         try:
-            code = run_foreground(paths, limits, ready_fd=write_end)
+            code = run_foreground(paths, limits, ready_fd=write_end, tcp=tcp)
         finally:
             os._exit(code)
     os.close(write_end)
@@ -219,6 +265,8 @@ __all__ = [
     "DaemonRunningError",
     "Limits",
     "RequestError",
+    "TcpConfigError",
+    "TcpListen",
     "default_paths",
     "main",
     "run_foreground",

@@ -4,12 +4,14 @@ Accepts: frames from its client (``_protocol`` admits them), replies to its own
 client-initiated tool batches (``BatchSettled`` in its bus inbox, ``client:<n>``), and the
 events of the sessions it subscribed to (each through a ``lag`` subscription).
 Emits: to sessions, ``SubmitPrompt``, ``CancelTurn``, ``ApprovalAnswered``,
-``ScheduleBatch``/``CancelBatch`` (tool calls the user asked for), each sent from its own
-address so the log says who asked; to its client, replies, events and notices.
+``ScheduleBatch``/``CancelBatch`` (tool calls the user asked for) and ``AddContext`` (a
+result the user shares with the model), each sent from its own address so the log says
+who asked; to its client, replies, events and notices.
 Owns: the socket, a bounded send buffer (``Limits.send_frames`` frames) drained by one
 writer task, one follower task per subscription.
 Stops: when the client closes the socket; on a fatal protocol error (after the error
-frame is flushed, bounded); when its client stops reading for ``stall_timeout_s`` with
+frame is flushed, bounded); on TCP, when no ``Hello`` with the token came within
+``hello_timeout_s``; when its client stops reading for ``stall_timeout_s`` with
 a full buffer; when the daemon stops (after a ``DaemonStopping`` notice). Pending tool
 calls it asked for are cancelled.
 
@@ -42,6 +44,7 @@ from bus import Bus, DeliveryError, Port
 from bus.codec import encode, encode_envelope
 from bus.messages import (
     PROTOCOL_VERSION,
+    AddContext,
     Answer,
     ApprovalAnswered,
     BatchSettled,
@@ -82,6 +85,7 @@ from bus.messages import (
 )
 
 from ..cli._at_command import expand_at_references
+from ..cli._user_calls import context_parts, ran
 from ._catchup import RecordingCursor, everything, is_client_event
 from ._core import DaemonCore, LiveSession, RequestError
 from ._protocol import MAX_FRAME, ConnectionRules, FrameSplitter
@@ -89,6 +93,7 @@ from ._protocol import MAX_FRAME, ConnectionRules, FrameSplitter
 log = logging.getLogger("agentbus.daemon")
 
 READ_CHUNK = 1 << 16
+HELLO_MAX_FRAME = 1 << 12
 WRITE_BATCH = 1 << 16
 """Frames waiting in the buffer are written together, up to this many bytes."""
 CATCHUP_SETTLE_ROUNDS = 20
@@ -108,6 +113,9 @@ class Limits:
     """Time to flush a final error or notice before closing."""
     max_frame: int = MAX_FRAME
     token: str = ""
+    """The token ``Hello`` must carry (TCP connections); empty: none needed (Unix socket)."""
+    hello_timeout_s: float = 10.0
+    """A connection that needs a token and has not presented it by then is closed."""
     socket_send_buffer: int | None = None
     """``SO_SNDBUF`` of each client socket (None: the system's default)."""
 
@@ -142,6 +150,8 @@ class ConnectionActor:
         self._followers: dict[str, _Follower] = {}
         self._tool_calls: dict[str, str] = {}
         """Pending CallTool request id -> session id."""
+        self._shared_calls: set[str] = set()
+        """Pending CallTool request ids whose result goes to the conversation too."""
         self._nursery: trio.Nursery | None = None
         self._writer_done = trio.Event()
         self._stop = trio.Event()
@@ -174,6 +184,8 @@ class ConnectionActor:
                 nursery.start_soon(self._write)
                 nursery.start_soon(self._inbox, port)
                 nursery.start_soon(self._close_when_stopped, nursery)
+                if self.rules.token:
+                    nursery.start_soon(self._require_hello)
                 await self._read(port)
                 # Flush what is queued (a final error, a notice), bounded, then stop.
                 self._closing = True
@@ -197,6 +209,16 @@ class ConnectionActor:
         self._closing = True
         self._out_send.close()
         self._stop.set()
+
+    async def _require_hello(self) -> None:
+        await trio.sleep(self.limits.hello_timeout_s)
+        if self.rules.hello is None and not self._stop.is_set():
+            self._notice_nowait(
+                ProtocolError(request_id=None, code="bad_token", message="no Hello with the token in time", fatal=True)
+            )
+            self._closing = True
+            self._out_send.close()
+            self._stop.set()
 
     async def _close_when_stopped(self, nursery: trio.Nursery) -> None:
         await self._stop.wait()
@@ -255,7 +277,8 @@ class ConnectionActor:
 
     # -- reading ---------------------------------------------------------------------------------------
     async def _read(self, port: Port) -> None:
-        splitter = FrameSplitter(self.limits.max_frame)
+        # Before the token is checked, a frame has room for a Hello and little more.
+        splitter = FrameSplitter(HELLO_MAX_FRAME if self.rules.token else self.limits.max_frame)
         while not self._closing:
             try:
                 data = await self.stream.receive_some(READ_CHUNK)
@@ -265,6 +288,8 @@ class ConnectionActor:
                 return
             for frame in splitter.feed(data):
                 verdict = self.rules.check(frame)
+                if self.rules.hello is not None:
+                    splitter.limit = self.limits.max_frame
                 try:
                     if isinstance(verdict, ProtocolError):
                         await self._send(verdict)
@@ -284,10 +309,28 @@ class ConnectionActor:
             if isinstance(msg, BatchSettled) and msg.batch_id in self._tool_calls:
                 sid = self._tool_calls.pop(msg.batch_id)
                 call = msg.calls[0] if msg.calls else CompletedCall(call_id="", name="", status="cancelled")
+                added = msg.batch_id in self._shared_calls and ran(call) and await self._add_context(port, sid, call)
+                self._shared_calls.discard(msg.batch_id)
                 try:
-                    await self._send(ToolCallResult(session_id=sid, request_id=msg.batch_id, call=call))
+                    await self._send(
+                        ToolCallResult(session_id=sid, request_id=msg.batch_id, call=call, added_to_context=added)
+                    )
                 except _Closed:
                     return
+
+    async def _add_context(self, port: Port, sid: str, call: CompletedCall) -> bool:
+        """Share a user's call result with the model (``CallTool.add_to_context``)."""
+        live = self.core.sessions.get(sid)
+        if live is None or live.addrs is None:
+            return False
+        try:
+            await port.send(
+                AddContext(session_id=sid, request_id=call.call_id, parts=tuple(context_parts(call)), requested_by=self.address),
+                to=live.addrs.session,
+            )
+        except DeliveryError:
+            return False
+        return True
 
     async def _cancel_tool_calls(self, port: Port) -> None:
         """Tool calls this client asked for die with its connection."""
@@ -396,14 +439,18 @@ class ConnectionActor:
             case Answer():
                 live = core.running(msg.session_id)
                 assert live.addrs is not None
+                # A subagent's approval is answered to its own scheduler.
+                to, answer_sid = live.answer_routes.get(
+                    msg.correlation_id, (live.addrs.scheduler, msg.session_id)
+                )
                 await port.send(
                     ApprovalAnswered(
-                        session_id=msg.session_id,
+                        session_id=answer_sid,
                         correlation_id=msg.correlation_id,
                         outcome=msg.outcome,
                         answered_by=self.address,
                     ),
-                    to=live.addrs.scheduler,
+                    to=to,
                 )
                 await self._send(RequestDone(request_id=msg.request_id, session_id=msg.session_id))
             case SetMode():
@@ -416,6 +463,8 @@ class ConnectionActor:
                 if msg.request_id in self._tool_calls:
                     raise RequestError("invalid", f"request id {msg.request_id!r} is already in use")
                 self._tool_calls[msg.request_id] = msg.session_id
+                if msg.add_to_context:
+                    self._shared_calls.add(msg.request_id)
                 call = ToolCallRequest(
                     call_id=f"{msg.name}__user_{new_id()[:8]}", name=msg.name, args=msg.args, client_initiated=True
                 )
@@ -433,6 +482,7 @@ class ConnectionActor:
                     )
                 except DeliveryError:
                     self._tool_calls.pop(msg.request_id, None)
+                    self._shared_calls.discard(msg.request_id)
                     raise RequestError("unknown_session", f"session {msg.session_id!r} is not running") from None
             case DaemonStatus():
                 pid, sock, conns = self.daemon_info() if self.daemon_info else (os.getpid(), "", ())

@@ -8,6 +8,11 @@ registry (``_registry``) remembers them across restarts; a session the daemon do
 run yet is resumed from its recording (its history rebuilt by
 ``actors.cli._sessions.resumable_history``) when a client first touches it.
 
+A session starts as an interactive Gemini CLI session does: its SessionStart hooks run
+(``startup``, or ``resume`` when it is resumed or restarted) and their
+``additionalContext`` becomes a ``<hook_context>`` user turn at the end of the history
+it opens with (``_setup.open_interactive_session``, shared with ACP).
+
 Per session the daemon keeps a small monitor (a blocking observer that only updates
 counters: is a turn running, which approvals wait, the first prompt) for listings and
 for refusing a mode change mid-turn.
@@ -23,6 +28,7 @@ import contextlib
 import datetime
 import logging
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -47,11 +53,13 @@ from .. import runtime
 from ..cli import _sessions as sessions_on_disk
 from ..cli import _settings
 from ..cli._errors import FatalError
-from ..cli._headless import check_auth, run_hooks
+from ..cli._headless import check_auth
 from ..cli._setup import (
     approval_mode_from,
     environment_context,
     model_from,
+    open_interactive_session,
+    run_hooks,
     session_config,
     session_setup,
 )
@@ -76,8 +84,9 @@ class RequestError(Exception):
         self.message = message
 
 
-def now_iso() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def now_iso(at: float | None = None) -> str:
+    moment = datetime.datetime.now(datetime.UTC) if at is None else datetime.datetime.fromtimestamp(at, datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @attrs.define(eq=False)
@@ -101,8 +110,12 @@ class LiveSession:
     busy: bool = False
     pending: dict[str, str] = attrs.field(factory=dict)
     """Approvals waiting: correlation id -> call id."""
+    answer_routes: dict[str, tuple[str, str]] = attrs.field(factory=dict)
+    """Correlation id -> (address, session id) for approvals of subagents, which their
+    own scheduler answers."""
     title: str = ""
-    last_updated: str = ""
+    updated_at: float = 0.0
+    """Wall-clock time (``time.time()``) of its last message; formatted only when listed."""
     next_seq: int = 0
     subscribers: int = 0
     failure: str | None = None
@@ -119,7 +132,7 @@ class LiveSession:
             model=self.entry.model,
             approval_mode=self.entry.approval_mode,
             title=self.title,
-            last_updated=self.last_updated,
+            last_updated=now_iso(self.updated_at),
             busy=self.busy,
             pending_approvals=tuple(self.pending),
             next_seq=self.next_seq,
@@ -149,6 +162,7 @@ class DaemonCore:
             log.warning("session registry unreadable, starting empty: %s", self.registry.problem)
         self.sessions: dict[str, LiveSession] = {}
         self._starting: dict[str, trio.Event] = {}
+        self._saving_registry = False
         self.stop_requested = trio.Event()
         self.stop_reason = ""
         self.stopping = False
@@ -184,7 +198,7 @@ class DaemonCore:
         )
         with self._reserve(sid):
             live = await self._start(entry, history=(), source="startup")
-        self.registry.put(entry)
+        self._remember(entry)
         return live
 
     async def load(
@@ -203,7 +217,7 @@ class DaemonCore:
                 )
                 self._use_fake(changed)
                 live.entry = changed
-                self.registry.put(changed)
+                self._remember(changed)
             return live, False
         self._refuse_when_stopping()
         entry = self.registry.get(session_id)
@@ -218,7 +232,7 @@ class DaemonCore:
             )
         with self._reserve(session_id):
             live = await self._start(entry, history=self._history(path), source="resume")
-        self.registry.put(entry)
+        self._remember(entry)
         return live, True
 
     def running(self, session_id: str) -> LiveSession:
@@ -242,7 +256,7 @@ class DaemonCore:
                 await live.stopped.wait()
             live.scope.cancel(reason="the session did not stop in time")
             await live.stopped.wait()
-        self.registry.remove(session_id)
+        self._forget(session_id)
         self.backends.forget(session_id)
 
     async def set_mode(self, session_id: str, approval_mode: str) -> LiveSession:
@@ -267,7 +281,7 @@ class DaemonCore:
             except BaseException:
                 live.replaced.set()
                 raise
-            self.registry.put(entry)
+            self._remember(entry)
             live.successor = new
             live.replaced.set()
             return new
@@ -335,6 +349,37 @@ class DaemonCore:
             live.scope.cancel(reason="daemon shutdown: the session did not stop in time")
         for live in lives:
             await live.stopped.wait()
+        self._save_registry_now()
+
+    # -- the registry on disk ------------------------------------------------------------------
+    def _remember(self, entry: SessionEntry) -> None:
+        if self.registry.put(entry):
+            self._registry_changed()
+
+    def _forget(self, session_id: str) -> None:
+        if self.registry.remove(session_id):
+            self._registry_changed()
+
+    def _registry_changed(self) -> None:
+        """Write the registry soon, in a worker thread: one write for a burst of changes."""
+        if not self._saving_registry:
+            self._saving_registry = True
+            self.nursery.start_soon(self._save_registry)
+
+    async def _save_registry(self) -> None:
+        try:
+            while self.registry.dirty:
+                await trio.to_thread.run_sync(self.registry.write, self.registry.snapshot())
+        except OSError as exc:
+            log.warning("cannot write the session registry %s: %s", self.registry.path, exc)
+        finally:
+            self._saving_registry = False
+
+    def _save_registry_now(self) -> None:
+        try:
+            self.registry.save()
+        except OSError as exc:
+            log.warning("cannot write the session registry %s: %s", self.registry.path, exc)
 
     # -- running a session -----------------------------------------------------------------------
     def _refuse_when_stopping(self) -> None:
@@ -437,11 +482,11 @@ class DaemonCore:
                     # After the supervisor: the recorder is the session's first observer.
                     monitor = self.bus.subscribe(sid, f"daemon-monitor:{sid}", policy="block", capacity=256)
                     nursery.start_soon(self._monitor, live, monitor)
-                    await port.send(runtime.open_session_message(live.cfg), to=addrs.session)
-                    await run_hooks(port, addrs, sid, "SessionStart", source, {"source": source})
+                    # SessionStart hooks first: their context opens the history.
+                    await open_interactive_session(port, addrs, live.cfg, source)
                     live.addrs = addrs
                     live.next_seq = self.bus.next_seq(sid)
-                    live.last_updated = now_iso()
+                    live.updated_at = time.time()
                     task_status.started()
                     reported = True
         except Exception as exc:
@@ -469,8 +514,14 @@ class DaemonCore:
                         live.busy = False
                     case ApprovalRequested():
                         live.pending[msg.correlation_id] = msg.call_id
+                        if msg.answer_to:
+                            live.answer_routes[msg.correlation_id] = (
+                                msg.answer_to,
+                                msg.answer_session_id or msg.session_id,
+                            )
                     case ApprovalSettled():
                         live.pending.pop(msg.correlation_id, None)
+                        live.answer_routes.pop(msg.correlation_id, None)
                     case SubmitPrompt():
                         if not live.title:
                             live.title = sessions_on_disk.clean_message(msg.display_text)[:100]
@@ -478,7 +529,7 @@ class DaemonCore:
                         break
                     case _:
                         pass
-                live.last_updated = now_iso()
+                live.updated_at = time.time()
         finally:
             self.bus.unsubscribe(sub)
 

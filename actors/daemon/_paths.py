@@ -5,7 +5,9 @@
 another user owns it or others can enter it; the socket is mode 0600. One daemon per
 directory: it holds an exclusive ``flock`` on ``daemon.lock`` (which also names its
 pid) for as long as it runs, so a second daemon refuses to start, and a crashed one
-leaves no stale lock (the kernel drops it with the process).
+leaves no stale lock (the kernel drops it with the process). A daemon that listens on
+TCP as well writes the token TCP clients must present to ``daemon.token`` (mode 0600)
+and removes it when it stops.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import attrs
 SOCKET_NAME = "daemon.sock"
 LOCK_NAME = "daemon.lock"
 LOG_NAME = "daemon.log"
+TOKEN_NAME = "daemon.token"
 MAX_SOCKET_PATH = 107
 """``sun_path`` holds 108 bytes with its terminating NUL on Linux."""
 
@@ -55,6 +58,11 @@ class DaemonPaths:
     @property
     def log(self) -> Path:
         return self.runtime_dir / LOG_NAME
+
+    @property
+    def token(self) -> Path:
+        """The token of the TCP listener (only while a daemon listens on TCP)."""
+        return self.runtime_dir / TOKEN_NAME
 
 
 def default_paths(environ: Mapping[str, str] | None = None) -> DaemonPaths:

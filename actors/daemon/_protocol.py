@@ -7,10 +7,13 @@ the first must be ``Hello`` with this ``PROTOCOL_VERSION``. Requests about a ses
 need the connection to have opened it first (``CreateSession``, ``LoadSession`` or
 ``Subscribe``). Every refused frame is a ``ProtocolError``; after ``MAX_ERRORS`` of them
 the connection is closed, and a frame before ``Hello`` or a wrong version closes it at
-once.
+once. A connection that needs a token (TCP) is closed on the first error before a
+``Hello`` with the right token: nothing else is accepted from it until then.
 """
 
 from __future__ import annotations
+
+import hmac
 
 import attrs
 
@@ -151,8 +154,9 @@ class ConnectionRules:
                 return self._error(
                     rid, "bad_version", f"protocol {msg.protocol} is not supported (this daemon speaks {PROTOCOL_VERSION})", fatal=True
                 )
-            if self.token and msg.token != self.token:
-                return self._error(rid, "bad_token", "wrong token", fatal=True)
+            if self.token and not hmac.compare_digest(msg.token.encode(), self.token.encode()):
+                which = "a wrong token" if msg.token else "no token"
+                return self._error(rid, "bad_token", f"{which}: this connection needs the daemon's token", fatal=True)
             self.hello = msg
             return msg
         if isinstance(msg, Hello):
@@ -170,6 +174,7 @@ class ConnectionRules:
         self, rid: str | None, code: str, message: str, *, fatal: bool = False, session_id: str = ""
     ) -> ProtocolError:
         self.errors += 1
+        fatal = fatal or (bool(self.token) and self.hello is None)
         if self.errors >= MAX_ERRORS and not fatal:
             return ProtocolError(
                 request_id=rid,

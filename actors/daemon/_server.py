@@ -1,8 +1,10 @@
 """The daemon process: its socket, its gateway, its sessions, its connections.
 
 ``serve`` takes the lock (a second daemon refuses), binds the Unix socket (mode 0600 in
-a 0700 directory; peers of another uid are refused as well), starts the process-wide
-model gateway, and accepts clients, one ``ConnectionActor`` each. It stops on
+a 0700 directory; peers of another uid are refused as well) and, when asked
+(``DaemonConfig.tcp``), a TCP listener whose clients must present the token
+(``_tcp``), starts the process-wide model gateway, and accepts clients, one
+``ConnectionActor`` each. It stops on
 ``StopDaemon``, SIGTERM or SIGINT (with ``handle_signals``), in this order: every
 session is closed, which cancels its running turn (acknowledged:
 ``TurnCancelAcknowledged``, a ``cancelled`` end, the tools' process groups killed) and
@@ -36,6 +38,7 @@ from ._backends import FakeFactory, SessionBackends, fake_backend
 from ._connection import ConnectionActor, Limits
 from ._core import DaemonCore
 from ._paths import DaemonPaths, default_paths, hold_lock, prepare_runtime_dir
+from ._tcp import TcpConfigError, TcpListen, all_loopback, new_token, token_file
 
 log = logging.getLogger("agentbus.daemon")
 
@@ -53,6 +56,8 @@ class DaemonConfig:
     fake_backend: FakeFactory = fake_backend
     handle_signals: bool = False
     """SIGTERM/SIGINT stop the daemon (the command line; tests stop it by message)."""
+    tcp: TcpListen | None = None
+    """Listen on TCP as well (token required); None: the Unix socket only."""
 
 
 @attrs.define(eq=False)
@@ -62,6 +67,11 @@ class Daemon:
     config: DaemonConfig
     core: DaemonCore
     connections: dict[str, ConnectionActor] = attrs.field(factory=dict)
+    tcp_addresses: list[tuple[str, int]] = attrs.field(factory=list)
+    """Where the TCP listener listens (host, port), when there is one."""
+    tcp_token: str = ""
+    accepted: int = 0
+    """Connections accepted so far, on any listener (they are named ``client:<n>``)."""
 
     def stop(self, reason: str = "stopped") -> None:
         self.core.request_stop(reason)
@@ -73,9 +83,22 @@ class Daemon:
 async def serve(config: DaemonConfig, *, task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED) -> None:
     """Run the daemon until it is asked to stop (see the module doc). Raises
     ``DaemonRunningError`` when another daemon holds the lock, ``DaemonPathError`` when
-    the directory is not private."""
+    the directory is not private, ``TcpConfigError`` when the TCP listener is refused
+    (not loopback and not allowed) or cannot bind."""
     prepare_runtime_dir(config.paths)
-    with hold_lock(config.paths), _listening_socket(config.paths.socket) as sock:
+    tcp = config.tcp
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(hold_lock(config.paths))
+        sock = stack.enter_context(_listening_socket(config.paths.socket))
+        tcp_listeners: list[trio.SocketListener] = []
+        token = ""
+        if tcp is not None:
+            tcp_listeners = await _open_tcp_listeners(tcp)
+            for listener in tcp_listeners:
+                stack.callback(listener.socket.close)
+            token = tcp.token or new_token()
+        # Without TCP: removes the token file a daemon that died left behind.
+        stack.enter_context(token_file(config.paths.token, token or None))
         bus = Bus()
         backends = SessionBackends(config.live_backend, config.fake_backend)
         async with trio.open_nursery() as root:
@@ -83,11 +106,20 @@ async def serve(config: DaemonConfig, *, task_status: trio.TaskStatus[Daemon] = 
             try:
                 async with trio.open_nursery() as session_nursery:
                     core = DaemonCore(bus, data_dir=config.data_dir, backends=backends, nursery=session_nursery)
-                    daemon = Daemon(config, core)
+                    daemon = Daemon(config, core, tcp_token=token)
                     async with trio.open_nursery() as conn_nursery:
                         conn_nursery.start_soon(_accept, daemon, trio.SocketListener(sock), conn_nursery)
+                        for listener in tcp_listeners:
+                            host, port = listener.socket.getsockname()[:2]
+                            daemon.tcp_addresses.append((host, port))
+                            conn_nursery.start_soon(_accept, daemon, listener, conn_nursery, token)
                         if config.handle_signals:
                             conn_nursery.start_soon(_watch_signals, core)
+                        for host, port in daemon.tcp_addresses:
+                            shown = f"[{host}]" if ":" in host else host
+                            log.info(
+                                "listening on tcp://%s:%d (clients need the token in %s)", shown, port, config.paths.token
+                            )
                         log.info("agentbus daemon %d listening on %s", os.getpid(), config.paths.socket)
                         task_status.started(daemon)
                         await core.stop_requested.wait()
@@ -131,8 +163,29 @@ def _listening_socket(path: Path) -> Any:
             path.unlink()
 
 
-async def _accept(daemon: Daemon, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
-    count = 0
+async def _open_tcp_listeners(tcp: TcpListen) -> list[trio.SocketListener]:
+    """Bind the TCP listener(s) of ``tcp`` (a name may give IPv4 and IPv6); raises
+    ``TcpConfigError`` for a host that is not loopback (unless allowed) or a bind error."""
+    where = f"{tcp.host}:{tcp.port}"
+    try:
+        infos = await trio.socket.getaddrinfo(tcp.host or None, tcp.port, type=stdsocket.SOCK_STREAM, flags=stdsocket.AI_PASSIVE)
+    except OSError as exc:
+        raise TcpConfigError(f"cannot listen on {where}: {exc}") from None
+    local = bool(tcp.host) and all_loopback(str(info[4][0]) for info in infos)
+    if not local and not tcp.allow_remote:
+        raise TcpConfigError(
+            f"{where} is not a loopback address: clients on the network could reach the daemon, "
+            "and the protocol is not encrypted. Use 127.0.0.1 (and an SSH tunnel), or add --allow-remote"
+        )
+    try:
+        return await trio.open_tcp_listeners(tcp.port, host=tcp.host or None)
+    except OSError as exc:
+        raise TcpConfigError(f"cannot listen on {where}: {exc.strerror or exc}") from None
+
+
+async def _accept(daemon: Daemon, listener: trio.SocketListener, nursery: trio.Nursery, token: str = "") -> None:
+    """Accept clients of one listener; ``token``: its clients must present it (TCP)."""
+    limits = attrs.evolve(daemon.config.limits, token=token) if token else daemon.config.limits
     while True:
         try:
             stream = await listener.accept()
@@ -140,24 +193,30 @@ async def _accept(daemon: Daemon, listener: trio.SocketListener, nursery: trio.N
             log.warning("accept failed: %s", exc)
             await trio.sleep(0.1)
             continue
-        uid = peer_uid(stream)
-        if uid is not None and uid != os.getuid():
-            log.warning("refused a connection from uid %d", uid)
-            stream.socket.close()
-            continue
-        count += 1
+        if token:
+            peer = _peer_name(stream)
+        else:
+            uid = peer_uid(stream)
+            if uid is not None and uid != os.getuid():
+                log.warning("refused a connection from uid %d", uid)
+                stream.socket.close()
+                continue
+            peer = ""
+        daemon.accepted += 1
         conn = ConnectionActor(
             daemon.core,
             stream,
-            address=f"client:{count}",
-            limits=daemon.config.limits,
+            address=f"client:{daemon.accepted}",
+            limits=limits,
             daemon_info=daemon.info,
         )
+        if peer:
+            log.info("%s: tcp connection from %s", conn.address, peer)
         daemon.connections[conn.address] = conn
-        nursery.start_soon(_run_connection, daemon, conn)
+        nursery.start_soon(_run_connection, daemon, conn, peer)
 
 
-async def _run_connection(daemon: Daemon, conn: ConnectionActor) -> None:
+async def _run_connection(daemon: Daemon, conn: ConnectionActor, peer: str = "") -> None:
     try:
         await conn.run()
     except Exception:
@@ -165,6 +224,16 @@ async def _run_connection(daemon: Daemon, conn: ConnectionActor) -> None:
         log.exception("%s failed", conn.address)
     finally:
         daemon.connections.pop(conn.address, None)
+        if peer and conn.rules.hello is None:
+            log.warning("%s: tcp connection from %s closed without a valid hello (token)", conn.address, peer)
+
+
+def _peer_name(stream: trio.SocketStream) -> str:
+    try:
+        host, port = stream.socket.getpeername()[:2]
+    except OSError:
+        return "?"
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
 
 
 async def _watch_signals(core: DaemonCore) -> None:

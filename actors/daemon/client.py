@@ -15,7 +15,10 @@ use it; it is small on purpose.
 
 ``open_client(paths=None, *, client="", start=True, start_timeout_s=10.0, token="")`` connects to
 the daemon of ``paths`` (default: ``actors.daemon.default_paths()``), starting one when
-none answers and ``start`` is true, and says hello. Each request method sends one
+none answers and ``start`` is true, and says hello. ``paths`` may be a ``TcpAddress``
+instead (``tcp_address("tcp://HOST:PORT", token_file)``): a daemon listening on TCP
+(``agentbus daemon --listen-tcp``), which needs its token in the hello and is never
+started from here. Each request method sends one
 request and returns its reply (``bus.messages.client``), or raises ``DaemonError`` with
 the daemon's ``code`` and message:
 
@@ -47,6 +50,7 @@ import math
 import os
 import sys
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Any, TypeAlias, TypeVar
 
 import attrs
@@ -86,6 +90,7 @@ from bus.messages import (
 )
 
 from ._paths import DaemonPaths, default_paths
+from ._tcp import TcpAddress, TcpConfigError, parse_daemon_url, read_token_file
 
 Event: TypeAlias = Envelope | ObserverLagged | SubscriptionEnded | DaemonStopping | ProtocolError | Message
 """What ``DaemonClient.events`` yields (see the module doc)."""
@@ -272,9 +277,21 @@ class DaemonClient:
         await self.request(SetMode(session_id=session_id, request_id=new_id(), approval_mode=approval_mode))
 
     async def call_tool(
-        self, session_id: str, name: str, args: Mapping[str, Any] | None = None, *, request_id: str | None = None
+        self,
+        session_id: str,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        request_id: str | None = None,
+        add_to_context: bool = False,
     ) -> ToolCallResult:
-        msg = CallTool(session_id=session_id, request_id=request_id or new_id(), name=name, args=dict(args or {}))
+        msg = CallTool(
+            session_id=session_id,
+            request_id=request_id or new_id(),
+            name=name,
+            args=dict(args or {}),
+            add_to_context=add_to_context,
+        )
         return _expect(await self.request(msg), ToolCallResult)
 
     async def status(self) -> DaemonInfo:
@@ -319,9 +336,31 @@ async def start_daemon(paths: DaemonPaths, *, start_timeout_s: float = 10.0) -> 
     raise DaemonUnavailableError("unavailable", f"the daemon did not start within {start_timeout_s} s")
 
 
+async def connect_tcp(address: TcpAddress) -> trio.SocketStream:
+    """A stream to a daemon's TCP listener; raises ``DaemonUnavailableError``."""
+    try:
+        return await trio.open_tcp_stream(address.host, address.port)
+    except OSError as exc:
+        raise DaemonUnavailableError("unavailable", f"no daemon at {address}: {exc.strerror or exc}") from None
+
+
+def tcp_address(url: str, token_file: str | os.PathLike[str] | None = None) -> TcpAddress:
+    """The daemon at ``tcp://HOST:PORT`` with the token read from ``token_file`` (default:
+    the local daemon's ``daemon.token``, for a daemon of this user on this machine).
+    Raises ``DaemonError`` (code ``invalid``) for a bad URL or an unreadable token file."""
+    try:
+        host, port = parse_daemon_url(url)
+        path = Path(token_file) if token_file is not None else default_paths().token
+        return TcpAddress(host=host, port=port, token=read_token_file(path))
+    except TcpConfigError as exc:
+        raise DaemonError("invalid", str(exc)) from None
+
+
 async def connect(
-    paths: DaemonPaths | None = None, *, start: bool = True, start_timeout_s: float = 10.0
+    paths: DaemonPaths | TcpAddress | None = None, *, start: bool = True, start_timeout_s: float = 10.0
 ) -> trio.SocketStream:
+    if isinstance(paths, TcpAddress):
+        return await connect_tcp(paths)
     paths = paths or default_paths()
     try:
         return await connect_socket(paths)
@@ -334,7 +373,7 @@ async def connect(
 
 @contextlib.asynccontextmanager
 async def open_client(
-    paths: DaemonPaths | None = None,
+    paths: DaemonPaths | TcpAddress | None = None,
     *,
     client: str = "",
     start: bool = True,
@@ -344,14 +383,23 @@ async def open_client(
     """Connect (see the module doc); the connection closes when the block ends."""
     stream = await connect(paths, start=start, start_timeout_s=start_timeout_s)
     daemon = DaemonClient(stream)
+    if isinstance(paths, TcpAddress):
+        token = token or paths.token
+    refused: DaemonError | None = None
     async with trio.open_nursery() as nursery:
         nursery.start_soon(daemon._read)
         try:
-            await daemon.hello(client, token)
-            yield daemon
+            try:
+                await daemon.hello(client, token)
+            except DaemonError as exc:
+                refused = exc  # raised below, as itself rather than inside a group
+            else:
+                yield daemon
         finally:
             await daemon.aclose()
             nursery.cancel_scope.cancel(reason="client closed")
+    if refused is not None:
+        raise refused
 
 
 __all__ = [
@@ -359,7 +407,10 @@ __all__ = [
     "DaemonError",
     "DaemonUnavailableError",
     "Event",
+    "TcpAddress",
     "connect",
+    "connect_tcp",
     "open_client",
     "start_daemon",
+    "tcp_address",
 ]

@@ -9,19 +9,22 @@ request's trio task through a small memory channel (``send_nowait`` needs no bri
 crossing: asyncio callbacks run inside a trio task), so the bridge is crossed once per
 stream rather than once per chunk, and only a full buffer makes the pump wait. A trio
 cancel cancels the pump's asyncio task; its ``CancelledError`` unwinds the SDK's
-generators, which close the HTTP response.
+generators, which close the HTTP response. Below the SDK the bridge is crossed back:
+the httpx client it is given does its socket work in trio tasks (``_genai_http``),
+since asyncio callbacks are expensive under trio-asyncio.
 
 Closing is made certain rather than left to the SDK: the httpx client handed to the SDK
-records every response an attempt opens (through a context variable that trio-asyncio
-copies into the asyncio tasks it creates), and the attempt's ``finally`` closes any that
-is still open — a cancel that arrives while the chunk is being delivered on the bus, a
-malformed chunk, an early return. Closing an unfinished response closes its connection,
-so the server sees the client go away at once.
+(``_genai_http``) records every response an attempt opens, and the attempt's ``finally``
+closes any that is still open — a cancel that arrives while the chunk is being delivered
+on the bus, a malformed chunk, an early return. Closing an unfinished response closes its
+connection, so the server sees the client go away at once.
 
 Chunks are emitted as Gemini's REST wire JSON (camelCase, no nulls, standard base64),
-the shape of fake-responses files and recordings. Errors become ``BackendError`` as
-Gemini CLI would report them (``_errors``); an error before the response headers is in
-the ``connect`` phase, after them in the ``stream`` phase.
+the shape of fake-responses files and recordings. A stream is read one layer below
+``generate_content_stream`` (``_genai_stream``), so that a chunk the SDK would leave as
+it is does not become a pydantic model and back (``_genai_wire``). Errors become
+``BackendError`` as Gemini CLI would report them (``_errors``); an error before the
+response headers is in the ``connect`` phase, after them in the ``stream`` phase.
 
 Auth, as Gemini CLI: ``GEMINI_API_KEY`` (or ``GOOGLE_API_KEY``); Vertex AI with
 ``GOOGLE_GENAI_USE_VERTEXAI=true`` and ``GOOGLE_API_KEY`` or ``GOOGLE_CLOUD_PROJECT`` +
@@ -33,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import os
 import sys
@@ -56,6 +58,9 @@ from bus.messages import GenerateRequest
 
 from ._backend import BackendError, ChunkSink
 from ._errors import http_error, malformed_chunk, network_error, stream_error_chunk
+from ._genai_http import ATTEMPT, Attempt, TrackingClient, close_attempt
+from ._genai_stream import PreparedConfig, open_stream
+from ._genai_wire import wire_json
 from ._retry import RetryPolicy
 
 CLOSE_GRACE_S = 2.0
@@ -63,6 +68,8 @@ CLOSE_GRACE_S = 2.0
 READ_TIMEOUT_S = 300.0
 """Silence allowed while waiting for headers or the next chunk (undici's 300 s)."""
 CONNECT_TIMEOUT_S = 30.0
+CONFIG_CACHE = 32
+"""Distinct request configs kept validated and converted (about one per session)."""
 USER_AGENT = "agentbus/0.1.0"
 VERTEX_REP_ENDPOINTS = {
     "us": "https://aiplatform.us.rep.googleapis.com",
@@ -192,74 +199,6 @@ def sdk_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-_URLSAFE_TO_STANDARD = str.maketrans("-_", "+/")
-
-
-def wire_json(response: Any) -> Any:
-    """An SDK response object as Gemini REST JSON."""
-    data = response.model_dump(
-        mode="json",
-        by_alias=True,
-        exclude_none=True,
-        exclude={"sdk_http_response", "automatic_function_calling_history", "parsed"},
-    )
-    _standard_base64(data)
-    return data
-
-
-def _standard_base64(value: Any) -> None:
-    """pydantic writes bytes as URL-safe base64; the API and Gemini CLI's files use the
-    standard alphabet (``thoughtSignature``, ``inlineData.data``)."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key == "thoughtSignature" and isinstance(item, str):
-                value[key] = item.translate(_URLSAFE_TO_STANDARD)
-            elif key == "inlineData" and isinstance(item, dict) and isinstance(item.get("data"), str):
-                item["data"] = item["data"].translate(_URLSAFE_TO_STANDARD)
-            else:
-                _standard_base64(item)
-    elif isinstance(value, list):
-        for item in value:
-            _standard_base64(item)
-
-
-@attrs.define(eq=False)
-class _Attempt:
-    """The HTTP responses one attempt opened."""
-
-    responses: list[httpx2.Response] = attrs.field(factory=list)
-
-    @property
-    def started(self) -> bool:
-        """Response headers with status 200 arrived: the connection phase is over."""
-        return any(r.status_code == 200 for r in self.responses)
-
-
-_ATTEMPT: contextvars.ContextVar[_Attempt | None] = contextvars.ContextVar("agentbus_genai_attempt", default=None)
-
-
-class _TrackingClient(httpx2.AsyncClient):
-    """The SDK's HTTP client: records each response in the current attempt and applies
-    our timeouts where the SDK sets none."""
-
-    def __init__(self, *, read_timeout_s: float, connect_timeout_s: float) -> None:
-        super().__init__(
-            limits=httpx2.Limits(max_connections=None, max_keepalive_connections=256),
-            timeout=httpx2.Timeout(read_timeout_s, connect=connect_timeout_s, pool=None),
-        )
-        self._timeouts = {"connect": connect_timeout_s, "read": read_timeout_s, "write": read_timeout_s, "pool": None}
-
-    async def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
-        timeout = request.extensions.get("timeout")
-        if not timeout or all(v is None for v in timeout.values()):
-            request.extensions["timeout"] = dict(self._timeouts)
-        response = await super().send(request, **kwargs)
-        attempt = _ATTEMPT.get()
-        if attempt is not None:
-            attempt.responses.append(response)
-        return response
-
-
 class GenaiBackend:
     """Generation requests through google-genai over real HTTP (see the module doc)."""
 
@@ -279,7 +218,9 @@ class GenaiBackend:
         self._loop: Any = None
         self._init_error: BackendError | None = None
         self._client: genai.Client | None = None
-        self._http: _TrackingClient | None = None
+        self._http: TrackingClient | None = None
+        self._configs: dict[Any, PreparedConfig] = {}
+        """Request configs seen, oldest first (``_prepared``)."""
 
     @classmethod
     def from_env(
@@ -290,9 +231,11 @@ class GenaiBackend:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """The asyncio loop and the HTTP client, for as long as the gateway runs."""
-        async with trio_asyncio.open_loop() as loop:
+        async with trio_asyncio.open_loop() as loop, trio.open_nursery() as http_tasks:
             self._loop = loop
-            self._http = _TrackingClient(read_timeout_s=self.read_timeout_s, connect_timeout_s=self.connect_timeout_s)
+            self._http = TrackingClient(
+                read_timeout_s=self.read_timeout_s, connect_timeout_s=self.connect_timeout_s, nursery=http_tasks
+            )
             s = self.settings
             try:
                 self._client = genai.Client(
@@ -318,6 +261,7 @@ class GenaiBackend:
                 if self._client is not None:
                     self._client.close()
                 self._client = self._http = self._loop = None
+                http_tasks.cancel_scope.cancel(reason="live backend stopping")
 
     def _aio(self, fn: Callable[..., Any]) -> Any:
         return trio_asyncio.aio_as_trio(fn, loop=self._loop)
@@ -329,20 +273,17 @@ class GenaiBackend:
                 raise self._init_error.replace()  # a fresh exception per request
             raise BackendError("the live backend is not running", type="config")
         contents = thaw(request.contents)
-        attempt = _Attempt()
-        token = _ATTEMPT.set(attempt)
+        attempt = Attempt()
+        token = ATTEMPT.set(attempt)
         try:
             if request.method == "countTokens":
                 result = await self._aio(client.aio.models.count_tokens)(model=request.model, contents=contents)
                 await emit(wire_json(result))
                 return request.model
-            try:
-                config = types.GenerateContentConfig.model_validate(sdk_config(thaw(request.config) or {}))
-            except ValidationError as exc:
-                raise BackendError(f"invalid request config: {exc}", type="config") from None
+            config = self._prepared(request.config)
             if request.method == "generateContent":
                 result = await self._aio(client.aio.models.generate_content)(
-                    model=request.model, contents=contents, config=config
+                    model=request.model, contents=contents, config=config.model
                 )
                 await emit(wire_json(result))
                 return request.model
@@ -365,9 +306,26 @@ class GenaiBackend:
             # Not the API's doing: fail this request, keep serving the others.
             raise BackendError(f"{type(exc).__name__}: {exc}", type=type(exc).__name__) from exc
         finally:
-            _ATTEMPT.reset(token)
+            ATTEMPT.reset(token)
             with trio.move_on_after(CLOSE_GRACE_S, shield=True):
-                await self._aio(_close)(attempt)
+                await self._aio(close_attempt)(attempt)
+
+    def _prepared(self, config: Any) -> PreparedConfig:
+        """The request config validated, from the cache when an earlier request had it."""
+        try:
+            prepared = self._configs.get(config)
+        except TypeError:  # not hashable: not frozen JSON after all
+            config, prepared = None, None
+        if prepared is None:
+            try:
+                prepared = PreparedConfig(types.GenerateContentConfig.model_validate(sdk_config(thaw(config) or {})))
+            except ValidationError as exc:
+                raise BackendError(f"invalid request config: {exc}", type="config") from None
+            if config is not None:
+                if len(self._configs) >= CONFIG_CACHE:
+                    del self._configs[next(iter(self._configs))]
+                self._configs[config] = prepared
+        return prepared
 
     async def _stream(self, client: genai.Client, model: str, contents: Any, config: Any, emit: ChunkSink) -> None:
         """Iterate the SDK's stream in one asyncio task (``_pump``) while this trio task
@@ -407,10 +365,9 @@ async def _pump(client: genai.Client, model: str, contents: Any, config: Any, se
     """Asyncio side: open and read the stream; hand each chunk (as wire JSON) to the trio
     side with ``send_nowait`` (this runs inside trio's scheduler, so it may), and wait
     through the bridge only when the buffer is full."""
-    stream: Any = await client.aio.models.generate_content_stream(model=model, contents=contents, config=config)
+    stream: Any = await open_stream(client, model, contents, config)
     try:
-        async for chunk in stream:
-            item = wire_json(chunk)
+        async for item in stream:
             try:
                 send.send_nowait(item)
             except trio.WouldBlock:
@@ -420,15 +377,7 @@ async def _pump(client: genai.Client, model: str, contents: Any, config: Any, se
             await stream.aclose()
 
 
-async def _close(attempt: _Attempt) -> None:
-    """Asyncio side: close the responses of an attempt that are still open."""
-    for response in attempt.responses:
-        if not response.is_closed:
-            with contextlib.suppress(Exception):
-                await response.aclose()
-
-
-def _api_error(exc: genai_errors.APIError, attempt: _Attempt, *, streaming: bool) -> BackendError:
+def _api_error(exc: genai_errors.APIError, attempt: Attempt, *, streaming: bool) -> BackendError:
     response = getattr(exc, "response", None)
     if isinstance(response, httpx2.Response):
         try:

@@ -45,7 +45,7 @@ from ..tools import builtin_tools, executor_kind
 from ..tools._base import Tool, ToolEnv
 from ._backend import ReplayBackend, request_plans
 from ._gate import GatedBus
-from ._normalise import Normalised, normalised, translate
+from ._normalise import Normalised, forgive_later_fields, normalised, translate
 from ._tools import (
     LiveClock,
     LiveTool,
@@ -227,6 +227,7 @@ async def _replay_segment(
     def on_admit(index: int, recorded: RecordedLine, env: Envelope) -> None:
         want = normalised(recorded.env, gate.recorded_ids, with_seq=not live)
         got = normalised(env, gate.replayed_ids, scrubber=options.scrubber, with_seq=not live, moved=moved)
+        got = forgive_later_fields(want, got)
         result.envelopes.append(env)
         result.messages += 1
         msg = env.message

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import math
+import random
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -47,6 +48,7 @@ from bus.messages import (
     ToolResult,
     new_id,
 )
+from bus.planted import planted
 
 from ._logic import (
     ToolSpec,
@@ -93,6 +95,10 @@ class SchedulerWiring:
     hooks_address: str | None = None
     """The session's hook runner, when hooks are configured."""
     has_hooks: Callable[[str, str], bool] = lambda event, target: False
+    reject_message: str | None = None
+    """A subagent's scheduler: a call the user rejects ("cancel") is a *soft* rejection,
+    cancelled with this error for the model, and the batch's other calls go on (Gemini
+    CLI's ``SUBAGENT_REJECTED_ERROR_PREFIX`` response)."""
 
 
 @attrs.define(eq=False)
@@ -257,13 +263,18 @@ class _Batch:
         )
         await self.update(call, "error", message)
 
-    async def cancel_call(self, call: _Call, reason: str) -> None:
+    async def cancel_call(self, call: _Call, reason: str, *, model_error: str | None = None) -> None:
+        parts = (
+            error_response_parts(call.req.name, call.req.call_id, model_error)
+            if model_error is not None
+            else cancelled_response_parts(call.req.name, call.req.call_id, reason)
+        )
         call.result = CompletedCall(
             call_id=call.req.call_id,
             name=call.name,
             args=call.args,
             status="cancelled",
-            response_parts=tuple(cancelled_response_parts(call.req.name, call.req.call_id, reason)),
+            response_parts=tuple(parts),
             result_display=reason,
             decision=call.decision,
             replaced=call.replaced,
@@ -290,7 +301,7 @@ class _Batch:
                 continue
             members = [first]
             if is_parallelizable(first.name, first.args):
-                while pending and is_parallelizable(pending[0].name, pending[0].args):
+                while pending and (is_parallelizable(pending[0].name, pending[0].args) or planted("scheduler.barrier_joins_wave")):
                     nxt = pending.popleft()
                     nxt.wave = wave
                     members.append(nxt)
@@ -332,6 +343,8 @@ class _Batch:
     async def settle(self) -> None:
         results = tuple(c.result for c in self.calls if c.result is not None)
         assert len(results) == len(self.calls), "every call must be terminal"
+        if planted("scheduler.completion_order"):
+            results = tuple(sorted(results, key=lambda r: r.duration_ms))
         await _send_quietly(
             self.port,
             BatchSettled(session_id=self.sid, batch_id=self.batch.batch_id, calls=results),
@@ -382,6 +395,8 @@ class _Batch:
             for call in scheduled:
                 await self.cancel_call(call, "Operation cancelled")
             return
+        if planted("scheduler.shuffled_dispatch"):
+            random.shuffle(scheduled)
         running: dict[str, _Call] = {}
         for call in scheduled:
             assert call.spec is not None
@@ -395,6 +410,8 @@ class _Batch:
                     reply_to=self.w.address,
                     name=call.name,
                     args=call.args,
+                    approval_mode=self.batch.approval_mode,
+                    model=self.batch.model,
                 ),
                 to=call.spec.executor,
             )
@@ -554,6 +571,9 @@ class _Batch:
         outcome = msg.outcome
         if outcome == "cancel":
             call.decision = "reject"
+            if self.w.reject_message is not None:
+                await self.cancel_call(call, "User denied execution.", model_error=self.w.reject_message)
+                return
             await self.cancel_call(call, "User denied execution.")
             for queued in pending:
                 if not queued.terminal:

@@ -1934,10 +1934,30 @@ def load_policy_file(
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        info = path.stat()
+    except OSError as exc:
         raise PolicyFileError(path, 1, f"cannot read policy file: {exc}") from exc
-    return _parse_policy_text(text, path, tier=tier, known_tools=known_tools)
+    key = (str(path), info.st_mtime_ns, info.st_size, tier, tuple(known_tools))
+    cached = _PARSED_POLICY_FILES.get(key)
+    if cached is None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PolicyFileError(path, 1, f"cannot read policy file: {exc}") from exc
+        cached = _parse_policy_text(text, path, tier=tier, known_tools=known_tools)
+        if len(_PARSED_POLICY_FILES) >= _PARSED_POLICY_FILES_MAX:
+            del _PARSED_POLICY_FILES[next(iter(_PARSED_POLICY_FILES))]
+        _PARSED_POLICY_FILES[key] = cached
+    rules, warnings_out = cached
+    return list(rules), list(warnings_out)
+
+
+_PARSED_POLICY_FILES: dict[tuple[str, int, int, int, tuple[str, ...]], tuple[list[Rule], list[str]]] = {}
+"""Parsed policy files by (path, mtime, size, tier, known tools): a process that builds
+many engines (the daemon starts a session per request, each with the default policies)
+parses each file once. Rules are frozen, so engines can share them; a file that changes
+gets a new mtime or size and is parsed again. Files that fail to parse are not kept."""
+_PARSED_POLICY_FILES_MAX = 256
 
 
 def _parse_policy_text(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ._base import OutputSink, Tool, ToolEnv
 from ._executor import ExecutorActor
 
-EXECUTOR_KINDS = {"execute": "shell"}
+EXECUTOR_KINDS = {"execute": "shell", "agent": "agents"}
 """Tool kind -> executor; every other kind runs on the ``files`` executor."""
 
 
@@ -39,10 +39,14 @@ REGISTRY_ORDER = (
 last: skill discovery re-registers it at the end of the registry's map."""
 
 
-def builtin_tools(model: str = "", *, tracker_enabled: bool = False) -> tuple[Tool, ...]:
+def builtin_tools(
+    model: str = "", *, tracker_enabled: bool = False, agents: bool = False
+) -> tuple[Tool, ...]:
     """Every built-in tool we implement, in Gemini CLI's registry order.
 
-    ``write_todos`` only for the models Gemini registers it for (Gemini 2, tracker off).
+    ``write_todos`` only for the models Gemini registers it for (Gemini 2, tracker off);
+    ``invoke_agent`` when subagents are enabled (the session must then be wired with a
+    ``SubagentAccess``).
     Stateful tools (web_fetch's rate limits, update_topic's topic) are new instances
     per call; their state is keyed by session.
     """
@@ -55,6 +59,10 @@ def builtin_tools(model: str = "", *, tracker_enabled: bool = False) -> tuple[To
     from ._write_todos import WriteTodosTool, registered_for
 
     mine: list[Tool] = [UpdateTopicTool(), WebFetchTool(), WebSearchTool()]
+    if agents:
+        from ._agents import InvokeAgentTool
+
+        mine.append(InvokeAgentTool())
     if registered_for(model, tracker_enabled=tracker_enabled):
         mine.append(WriteTodosTool())
     by_name = {t.name: t for t in (*FILE_TOOLS, *SHELL_TOOLS, *BACKGROUND_TOOLS, *mine)}

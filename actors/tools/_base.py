@@ -9,6 +9,7 @@ Tools hold no state between calls; the executor actor owns the running calls.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -38,6 +39,14 @@ class ToolEnv:
     """How an editing tool reads and writes files through the session's client (an
     editor that serves its unsaved buffers); set by the executor when the session has
     such a client, None: the tool uses the local disk."""
+
+    approval_mode: str = ""
+    """The approval mode of the batch the running call belongs to (set per call)."""
+    active_model: str = ""
+    """The model of the turn that asked for the running call (set per call)."""
+    agents: SubagentAccess | None = None
+    """How ``invoke_agent`` starts child sessions; set by the wiring when the session
+    may run subagents."""
 
     def workspace_dirs(self) -> tuple[Path, ...]:
         return (self.workspace,)
@@ -89,6 +98,60 @@ class FileAccess(Protocol):
 
     async def write_text_file(self, path: str, content: str) -> None:
         """Replace the text of ``path`` (absolute), creating it. Raises ``FileAccessError``."""
+        ...
+
+
+class ChildSession(Protocol):
+    """A running subagent session, as its supervising tool call sees it."""
+
+    session_id: str
+    depth: int
+    """1 for a child of the main session, 2 for a grandchild, ..."""
+
+    async def send(self, message: Any) -> None:
+        """A command to the child's session actor (``SubmitPrompt``, ``CancelTurn``...)."""
+        ...
+
+    async def receive(self) -> Any:
+        """The child session's next message (every message of it, in order)."""
+        ...
+
+    async def publish_parent(self, message: Any) -> None:
+        """Publish an event in the parent session (nested activity, approvals)."""
+        ...
+
+
+class SubagentAccess(Protocol):
+    """The wiring's capability to start child sessions (``ToolEnv.agents``)."""
+
+    depth: int
+    """This session's depth (the main session: 0)."""
+    max_depth: int
+
+    def environment(self) -> str:
+        """The directory context the agents' system prompts end with (as of now)."""
+        ...
+
+    def definitions(self) -> Mapping[str, Any]:
+        """Usable agents by name (``AgentDefinition``)."""
+        ...
+
+    def broken(self) -> Mapping[str, str]:
+        """Agent names whose definition failed to load -> why."""
+        ...
+
+    def open_child(
+        self,
+        definition: Any,
+        *,
+        system_instruction: str,
+        parent_call_id: str,
+        model: str,
+        approval_mode: str,
+    ) -> AbstractAsyncContextManager[ChildSession]:
+        """Start a child session for ``definition``; leaving the context closes it
+        (its running turn cancelled and acknowledged first) and waits for every task of
+        it to end."""
         ...
 
 

@@ -42,6 +42,7 @@ from bus.messages import (
     WriteTextFile,
     new_id,
 )
+from bus.planted import planted
 
 from ._base import FileAccessError, ModelCallError, Tool, ToolEnv
 
@@ -103,7 +104,8 @@ class ExecutorActor:
                     scope.cancel()
         finally:
             port.close()
-            await self._close_tools()
+            if not planted("executor.skip_close"):
+                await self._close_tools()
 
     async def _close_tools(self) -> None:
         """Let tools release what outlives a call (background processes): bounded."""
@@ -133,7 +135,10 @@ class ExecutorActor:
                 )
             else:
                 try:
-                    result = await _execute(tool, thaw(run.args), self.env, output, run.call_id)
+                    env = self.env
+                    if run.approval_mode or run.model:
+                        env = attrs.evolve(env, approval_mode=run.approval_mode, active_model=run.model)
+                    result = await _execute(tool, thaw(run.args), env, output, run.call_id)
                 except Exception as exc:  # a crashing tool is that call's error, not ours
                     result = ToolResult(
                         error_type="unhandled_exception",
@@ -150,6 +155,8 @@ class ExecutorActor:
         )
         try:
             await port.send(done, to=run.reply_to)
+            if planted("executor.two_results"):
+                await port.send(done, to=run.reply_to)
         except DeliveryError:
             pass
 

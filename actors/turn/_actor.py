@@ -35,7 +35,7 @@ from typing import Any
 import attrs
 import trio
 
-from bus import Bus, Port, llm_shapes
+from bus import Bus, DeliveryError, Port, llm_shapes
 from bus._json import thaw
 from bus.messages import (
     BatchCancelAcknowledged,
@@ -74,6 +74,7 @@ from bus.messages import (
     TurnStarted,
     new_id,
 )
+from bus.planted import planted
 
 from . import _compression, _next_speaker
 from ._logic import (
@@ -146,6 +147,10 @@ class TurnWiring:
     truncate_tool_output_threshold: int = _compression.DEFAULT_TRUNCATE_TOOL_OUTPUT_THRESHOLD
     """``tools.truncateToolOutputThreshold``: the longest cut response kept (chars)."""
     next_speaker_model: str = _next_speaker.NEXT_SPEAKER_MODEL
+    finish_tool: str | None = None
+    """A subagent's session: a batch in which this tool (``complete_task``) succeeded
+    ends the turn with ``goal``; the headless host's round limit does not apply (the
+    subagent's supervisor bounds the session with ``maxSessionTurns``)."""
 
 
 class _Cancelled(Exception):
@@ -308,6 +313,8 @@ class _Turn:
         self.reset_history = False
         self.deferred: collections.deque[Message] = collections.deque()
         """Replies that arrived while the turn waited for something else (hooks)."""
+        self.in_flight: Any = None
+        """The message of the model request being prepared or sent (for ``_rollback``)."""
 
     async def publish(self, msg: Message) -> None:
         await self.port.publish(msg)
@@ -349,7 +356,8 @@ class _Turn:
                     self.host_rounds += 1
                     bounded = MAX_TURNS
                     # The headless host's own check (Gemini CLI's FatalTurnLimitedError).
-                    if not self.w.interactive and 0 <= s.max_session_turns < self.host_rounds:
+                    host_limited = self.w.finish_tool is None and not self.w.interactive
+                    if host_limited and 0 <= s.max_session_turns < self.host_rounds:
                         stop_reason = "turn_limit"
                         error = TurnError(
                             kind="turn_limit",
@@ -362,6 +370,7 @@ class _Turn:
                 # -- Gemini CLI's processTurn: every model turn is counted, even one a
                 # guard stops before it is sent.
                 self.requests += 1
+                self.in_flight = message
                 if 0 < s.max_session_turns < s.session_turns_used + self.requests:
                     await self._notice("max_session_turns", "error", MAX_SESSION_TURNS_MESSAGE)
                     self._keep_responses(message)
@@ -417,6 +426,7 @@ class _Turn:
                     self.last_prompt_tokens = outcome.prompt_tokens
                 responses.append(outcome.text)
                 self.added.extend([message, outcome.content])
+                self.in_flight = None
                 if not outcome.calls:
                     if await self._next_speaker_is_model():
                         message, bounded = user_content([{"text": _next_speaker.CONTINUE_PROMPT}]), bounded - 1
@@ -469,6 +479,12 @@ class _Turn:
                     self.added.append(message)
                     stop_reason = "stop_execution"
                     break
+                if self.w.finish_tool is not None and any(
+                    c.name == self.w.finish_tool and c.status == "success" for c in settled.calls
+                ):
+                    self.added.append(message)  # answered, not sent: the task is done
+                    stop_reason = "goal"
+                    break
         except _Done as done:
             stop_reason = done.reason
         except _Cancelled:
@@ -489,12 +505,15 @@ class _Turn:
             to=self.w.session_address,
         )
         if self.r.cancel_requested_by is not None:
-            await self.port.send(
-                TurnCancelAcknowledged(
-                    session_id=self.sid, turn_id=self.tid, requested_by=self.r.cancel_requested_by
-                ),
-                to=self.w.session_address,
-            )
+            try:
+                await self.port.send(
+                    TurnCancelAcknowledged(
+                        session_id=self.sid, turn_id=self.tid, requested_by=self.r.cancel_requested_by
+                    ),
+                    to=self.w.session_address,
+                )
+            except DeliveryError:
+                pass  # the session stopped meanwhile (its supervisor is closing it)
 
     async def _notice(self, kind: str, severity: str, text: str) -> None:
         await self.publish(
@@ -721,8 +740,7 @@ class _Turn:
                     )
                 case CancelTurn():
                     await self._cancel_request(req.request_id)
-                    # Gemini CLI rolls the whole prompt back when its stream is aborted.
-                    self.added.clear()
+                    self._rollback()
                     raise _Cancelled
                 case _:
                     pass
@@ -772,6 +790,17 @@ class _Turn:
     # -- guards: loops, context window, compression, next speaker -------------------
     def _history(self) -> tuple[Any, ...]:
         return self.base + tuple(self.added)
+
+    def _rollback(self) -> None:
+        """A cancel while a model request is prepared or streams. Gemini CLI rolls the
+        whole prompt back; a subagent's session (``finish_tool``) keeps what it did and
+        the request it was making, so that its recovery turn goes on from there (Gemini
+        CLI's agent keeps its chat)."""
+        if self.w.finish_tool is None:
+            self.added.clear()
+        elif self.in_flight is not None:
+            self.added.append(self.in_flight)
+            self.in_flight = None
 
     def _keep_responses(self, message: Any) -> None:
         """A request that is not sent keeps its function responses (every call stays
@@ -832,7 +861,7 @@ class _Turn:
             if self.r.cancel_requested_by is None:  # (a cancel may wait in ``deferred``)
                 verdict = await self._check_loop("llm_check", history=self._history()[-LOOP_CHECK_HISTORY:])
             if self.r.cancel_requested_by is not None:
-                self.added.clear()  # as for an aborted stream: the prompt is rolled back
+                self._rollback()  # as for an aborted stream
                 raise _Cancelled
         return verdict if verdict.count else None
 
@@ -995,7 +1024,7 @@ class _Turn:
                     return None
                 case CancelTurn():
                     await self._cancel_request(req.request_id)
-                    self.added.clear()
+                    self._rollback()
                     raise _Cancelled
                 case _:
                     pass
@@ -1012,6 +1041,7 @@ class _Turn:
                 for cid, name, args in calls
             ),
             interactive=self.w.interactive,
+            model=self.model,
         )
         await self.port.send(batch, to=self.w.scheduler_address)
         cancelled = False
@@ -1035,6 +1065,8 @@ class _Turn:
                         CancelBatch(session_id=self.sid, batch_id=batch.batch_id, reason="turn cancelled"),
                         to=self.w.scheduler_address,
                     )
+                    if planted("turn.end_before_tools"):
+                        raise _Cancelled
                 case _:
                     pass
 

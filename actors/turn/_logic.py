@@ -102,10 +102,11 @@ class ModelTurnBuilder:
                 self.counter += 1
                 args = fc.get("args") or {}
                 calls.append((call_id, name, args))
-                if valid:
-                    stored = dict(thaw(part))
-                    stored["functionCall"] = {**thaw(fc), "id": call_id}
-                    self._append(stored)
+                # The call runs even when its chunk is invalid (an empty text part beside
+                # it), so it stays in the history: its response must answer a call.
+                stored = dict(thaw(part))
+                stored["functionCall"] = {**thaw(fc), "id": call_id}
+                self._append(stored)
             elif valid and not part.get("thought"):
                 self._append(dict(thaw(part)))
         self.calls.extend(calls)
@@ -211,7 +212,9 @@ def request_contents(history: Sequence[Any], message: Any) -> tuple[Any, ...]:
             for key in ("functionCall", "functionResponse"):
                 inner = part.get(key)
                 if isinstance(inner, dict) and isinstance(inner.get("id"), str):
-                    inner["id"] = _strip_prefix(inner["id"], str(inner.get("name") or ""))
+                    # (a call without a name runs, and is answered, as generic_tool)
+                    name = str(inner.get("name") or "").strip() or "generic_tool"
+                    inner["id"] = _strip_prefix(inner["id"], name)
     return tuple(freeze(c) for c in contents)
 
 

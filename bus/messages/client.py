@@ -71,6 +71,8 @@ class Hello:
     client: str = ""
     """A name for logs and ``DaemonInfo`` (``chat``, ``acp``...)."""
     token: str = ""
+    """The daemon's token: required on its TCP listener (``daemon.token``), not on the
+    Unix socket."""
     session_id: str = ""
 
 
@@ -199,6 +201,9 @@ class CallTool:
     request_id: str
     name: str
     args: JsonValue = frozen_json({})
+    add_to_context: bool = False
+    """Also add the result to the conversation (``AddContext``), so that the next
+    prompt's model request carries it; only a call that ran is added."""
 
 
 @attrs.frozen(kw_only=True)
@@ -287,6 +292,8 @@ class ToolCallResult:
     session_id: str
     request_id: str
     call: CompletedCall
+    added_to_context: bool = False
+    """The result was added to the conversation (``CallTool.add_to_context``)."""
 
 
 @attrs.frozen(kw_only=True)

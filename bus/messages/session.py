@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import attrs
 
-from ._common import JsonValue, json_tuple
+from ._common import JsonValue, frozen_json, json_tuple
 
 
 @attrs.frozen(kw_only=True)
@@ -88,6 +88,9 @@ class ConfigureSession:
     """``default``, ``auto_edit``, ``yolo`` or ``plan``."""
     model: str | None = None
     requested_by: str = ""
+    max_session_turns: int | None = None
+    """A new bound on the session's model turns (``-1``: none); a subagent's supervisor
+    uses it to allow exactly one recovery turn."""
 
 
 @attrs.frozen(kw_only=True)
@@ -98,6 +101,30 @@ class SessionConfigured:
     request_id: str
     approval_mode: str
     model: str
+    requested_by: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class AddContext:
+    """Command from a client: add ``parts`` to the conversation as a user turn of their
+    own, so that the next prompt's model request carries them (the result of a tool
+    call the user ran and chose to share). Added at once between turns, after the
+    running turn otherwise; ``ContextAdded`` tells when."""
+
+    session_id: str
+    request_id: str
+    parts: tuple[JsonValue, ...] = json_tuple()
+    requested_by: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class ContextAdded:
+    """Event: ``content`` (a user ``Content``) was appended to the session's history;
+    the next model request carries it (resume rebuilds it from this event)."""
+
+    session_id: str
+    request_id: str
+    content: JsonValue = frozen_json({})
     requested_by: str = ""
 
 

@@ -37,6 +37,9 @@ class ScheduleBatch:
     calls: tuple[ToolCallRequest, ...] = ()
     interactive: bool = False
     """Whether a client can be asked for approvals (headless: False)."""
+    model: str = ""
+    """The model the turn is using (the tools' ``active_model``: a subagent that
+    inherits its model uses it)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -65,6 +68,11 @@ class ApprovalRequested:
     args: JsonValue = frozen_json({})
     details: JsonValue = frozen_json({})
     """Confirmation details (``type``: edit / exec / info, title, command, diff...)."""
+    answer_to: str = ""
+    """Where ``ApprovalAnswered`` goes; empty: this session's scheduler. Set when a
+    subagent's request is shown in its parent session (the child's scheduler)."""
+    answer_session_id: str = ""
+    """The session id the answer carries; empty: ``session_id``."""
 
 
 @attrs.frozen(kw_only=True)
@@ -96,6 +104,10 @@ class RunTool:
     reply_to: str
     name: str
     args: JsonValue = frozen_json({})
+    approval_mode: str = ""
+    """The batch's approval mode (a subagent started by this call inherits it)."""
+    model: str = ""
+    """The model of the turn that asked for the call."""
 
 
 @attrs.frozen(kw_only=True)
@@ -227,3 +239,28 @@ class BatchCancelAcknowledged:
 
     session_id: str
     batch_id: str
+
+
+@attrs.frozen(kw_only=True)
+class SubagentActivity:
+    """Event: what a subagent (a child session started by ``invoke_agent``) is doing,
+    shown in the parent session nested under the call that started it.
+
+    ``kind``: ``started``, ``thought``, ``text``, ``tool_call`` (``tool_call_id``,
+    ``tool_name``, ``args``), ``tool_update`` (``status``: ``success``, ``error``,
+    ``cancelled``), ``error``, ``finished`` (``status``: the termination mode, ``text``:
+    the result). ``depth`` 1 is a child of this session, 2 a grandchild, ...
+    """
+
+    session_id: str
+    call_id: str
+    """The ``invoke_agent`` call of this session the activity nests under."""
+    agent_name: str
+    child_session_id: str
+    kind: str
+    depth: int = 1
+    text: str = ""
+    tool_call_id: str = ""
+    tool_name: str = ""
+    args: JsonValue = frozen_json({})
+    status: str = ""

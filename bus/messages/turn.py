@@ -124,7 +124,8 @@ class TurnEnded:
 
     ``stop_reason``: ``end_turn``, ``cancelled``, ``error``, ``invalid_stream``,
     ``loop_detected``, ``max_session_turns``, ``stop_execution``, ``agent_stopped``,
-    ``context_window_overflow``, ``turn_limit``.
+    ``context_window_overflow``, ``turn_limit``, ``goal`` (a subagent's session: its
+    ``complete_task`` call succeeded).
     """
 
     session_id: str

@@ -303,3 +303,35 @@ def test_every_announced_call_ends_exactly_once(path: list[str], name: str) -> N
     terminal = [u for u in seen if u.get("status") in ("completed", "failed")]
     assert terminal == [seen[-1]]
     assert seen[-1]["status"] == ("completed" if path[-1] == "success" else "failed")
+
+
+def test_subagent_activity_is_the_content_of_its_call() -> None:
+    from bus.messages import SubagentActivity
+
+    env = ToolEnv(workspace=WS, project_temp_dir=WS / "tmp")
+    tools = {t.name: t for t in builtin_tools("gemini-2.5-flash", agents=True)}
+    v = SessionView(Presenter(tools, env))
+    v.feed(requested("c1", "invoke_agent", {"agent_name": "worker", "prompt": "go"}))
+    [announced] = updates(v.feed(status("c1", "executing", "invoke_agent")))
+    assert announced["sessionUpdate"] == "tool_call" and announced["status"] == "in_progress"
+
+    def act(kind: str, depth: int = 1, **fields: Any) -> SubagentActivity:
+        return SubagentActivity(
+            session_id=SID, call_id="c1", agent_name="worker" if depth == 1 else "inner",
+            child_session_id="s1.worker-1", kind=kind, depth=depth, **fields,
+        )
+
+    v.feed(act("started"))
+    v.feed(act("tool_call", tool_name="read_file"))
+    [last] = updates(v.feed(act("tool_call", depth=2, tool_name="glob")))
+    assert last == {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "c1",
+        "status": "in_progress",
+        "content": [
+            {"type": "content", "content": {"type": "text", "text": "worker started\nworker: read_file\n  inner: glob"}}
+        ],
+    }
+    assert v.feed(act("text", text="thinking out loud")) == []
+    other = SubagentActivity(session_id=SID, call_id="nope", agent_name="x", child_session_id="y", kind="started")
+    assert v.feed(other) == []  # not a call of this session's view

@@ -1,8 +1,12 @@
 """``make bench``: every benchmark, printed as a table of ratios measured in one run.
 
 Each row is a median of several runs; where there is a baseline it is measured in the
-same invocation and the ratio is printed. Results also go to ``bench-results.json``.
-Targets are printed beside the numbers; benchmarks never fail the build.
+same invocation and the ratio is printed. When ``gemini`` (Gemini CLI) is on PATH, the
+system scenarios (``bench_system``) run it too, in the same invocation, and the row shows
+its value and our ratio to it; without it those columns stay empty. ``make bench`` puts
+``GEMINI_CLI`` (default ``/tmp/gemini-cli/node_modules/.bin``) on PATH. Results, with
+the machine they were measured on, also go to ``bench-results.json``. Targets are
+printed beside the numbers; benchmarks never fail the build.
 """
 
 from __future__ import annotations
@@ -80,12 +84,35 @@ def bench_headless() -> None:
     )
 
 
+def machine() -> dict[str, object]:
+    """What the numbers were measured on."""
+    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")), "")
+    meminfo = Path("/proc/meminfo").read_text() if Path("/proc/meminfo").exists() else ""
+    mem_kb = next((int(line.split()[1]) for line in meminfo.splitlines() if line.startswith("MemTotal:")), 0)
+    return {
+        "platform": platform.platform(),
+        "nproc": os.cpu_count(),
+        "cpu": cpu or platform.processor(),
+        "memory_gib": round(mem_kb / 1024 / 1024, 1),
+        "python": platform.python_version(),
+        "gemini_cli": gemini_version(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
 def main() -> int:
-    print(f"agentbus benchmarks on {platform.node()} ({os.cpu_count()} cores, Python {platform.python_version()})\n")
+    about = machine()
+    gemini = f"Gemini CLI {about['gemini_cli']}" if about["gemini_cli"] else "no Gemini CLI on PATH"
+    print(
+        f"agentbus benchmarks on {about['cpu']} ({about['nproc']} cores, {about['memory_gib']} GiB), "
+        f"Python {about['python']}, {gemini}\n"
+    )
     for bench in (bench_bus, bench_headless, *EXTRA):
         bench()
+    about["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     out = ROOT / "bench-results.json"
-    out.write_text(json.dumps({"machine": platform.platform(), "results": RESULTS}, indent=2) + "\n")
+    out.write_text(json.dumps({"machine": about, "results": RESULTS}, indent=2) + "\n")
     print(f"\nresults written to {out}")
     return 0
 
@@ -96,8 +123,18 @@ from tests.bench.bench_guards import BENCHMARKS as GUARDS  # noqa: E402
 from tests.bench.bench_hooks import bench_hooks  # noqa: E402
 from tests.bench.bench_recording import bench_recording  # noqa: E402
 from tests.bench.bench_scheduler import BENCHMARKS as SCHEDULER  # noqa: E402
+from tests.bench.bench_system import BENCHMARKS as SYSTEM  # noqa: E402
+from tests.bench.bench_system import gemini_version  # noqa: E402
 
-EXTRA: list[Callable[[], None]] = [*SCHEDULER, bench_hooks, bench_gateway, bench_recording, *GUARDS, bench_daemon]
+EXTRA: list[Callable[[], None]] = [
+    *SCHEDULER,
+    bench_hooks,
+    bench_gateway,
+    bench_recording,
+    *GUARDS,
+    bench_daemon,
+    *SYSTEM,
+]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,6 +12,9 @@ created and subscribed first, then 3 turns in every session at once), the median
 RSS and peak RSS at the end.
 
     python -m tests.bench.bench_daemon [--sessions 200] [--connections 20]
+
+``AGENTBUS_BENCH_PROFILE=FILE`` runs the daemon under cProfile and writes its stats to
+FILE (``python -m pstats FILE``) when it stops.
 """
 
 from __future__ import annotations
@@ -85,7 +88,15 @@ def serve(runtime: str, data: str) -> None:
             await nursery.start(serve, config)
             print("ready", flush=True)
 
-    trio.run(main)
+    profile = os.environ.get("AGENTBUS_BENCH_PROFILE")
+    if not profile:
+        trio.run(main)
+        return
+    import cProfile
+
+    with cProfile.Profile() as prof:
+        trio.run(main)
+    prof.dump_stats(profile)
 
 
 def _cpu_s(pid: int) -> float:

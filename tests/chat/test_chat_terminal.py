@@ -4,6 +4,7 @@ And plain output when piped."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import re
@@ -151,3 +152,55 @@ def test_chat_piped_prints_plain_text_and_exits_when_input_ends(home: Path) -> N
         assert "> " not in done.stdout
     finally:
         agentbus(home, "daemon", "stop")
+
+
+def test_tab_completion_and_a_shared_result_as_a_person_types_them(home: Path) -> None:
+    """Tab completes a tool name, a path in a shell command and an ``@path``;
+    ``!!command`` adds its output to the conversation: the next model request carries
+    it once, while a plain ``!command``'s output never reaches the model."""
+    from actors.recorder import load_recording
+    from bus._json import thaw
+    from bus.messages import GenerateRequest
+
+    (home / "ws" / "notes.txt").write_text("remember the milk\n")
+    fake = write_responses(home / "c.responses", text_response("Milk, noted."), text_response("Still milk."))
+    env = {**env_for(home), "TERM": "xterm-256color"}
+    argv = [sys.executable, "-m", "actors.cli", "chat", "--fake-responses", str(fake), "-m", "gemini-2.5-flash"]
+    term = Terminal(argv, env, home / "ws")
+    try:
+        term.expect("> ")
+        term.type("/tool read_f\t")
+        term.expect("read_file ")  # readline completed the name (and the space)
+        term.type('{"file_path": "notes.txt"}\n')
+        term.expect("remember the milk")
+        term.type("!echo private-output no\t")
+        term.expect("notes.txt ")
+        term.type("\n")
+        term.expect("private-output notes.txt")
+        term.expect("✓ run_shell_command")
+        term.type("!!wc -c notes.txt\n")
+        term.expect("↳ added to the conversation: your next prompt carries it")
+        term.type("what did I write in @no\t")
+        term.expect("@notes.txt ")
+        term.type("?\n")
+        term.expect("Milk, noted.")
+        term.expect("> ")
+        term.type("and now?\n")
+        term.expect("Still milk.")
+        term.type("/quit\n")
+        assert term.wait_exit() == 0
+    finally:
+        term.close()
+        agentbus(home, "daemon", "stop")
+    [recording] = (home / "data" / "sessions").glob("*.jsonl")
+    requests = [
+        json.dumps(thaw(e.message.contents))
+        for e in load_recording(recording).envelopes
+        if isinstance(e.message, GenerateRequest) and e.message.role == "main"
+    ]
+    assert len(requests) == 2
+    shared = "I ran the following shell command:\\n```sh\\nwc -c notes.txt\\n```"
+    assert [r.count(shared) for r in requests] == [1, 1]  # in the history from then on, once
+    assert requests[0].index(shared) < requests[0].index("what did I write in")
+    assert "18 notes.txt" in requests[0]
+    assert not any("private-output" in r for r in requests)

@@ -88,6 +88,17 @@ def test_a_users_tool_result_shows_its_output_once() -> None:
     assert r.tool_result(failed) == '  Tool "nope" not found.\n✗ nope error\n'
 
 
+def test_context_another_client_shared_is_mentioned_ours_is_not() -> None:
+    from bus.messages import ContextAdded
+
+    r = Renderer(colour=False, me="client:1")
+    content = {"role": "user", "parts": [{"text": "I ran the following shell command: ..."}]}
+    ours = ContextAdded(session_id=S, request_id="r", content=content, requested_by="client:1")
+    theirs = ContextAdded(session_id=S, request_id="r", content=content, requested_by="client:2")
+    assert show(r, ours, sender="session:s") == ""
+    assert show(r, theirs, sender="session:s") == "(another client added a tool result to the conversation)\n"
+
+
 def test_write_todos_renders_as_a_block() -> None:
     from bus.messages import BatchSettled, CompletedCall
 
@@ -110,3 +121,31 @@ def test_write_todos_renders_as_a_block() -> None:
         "  [>] fix the bug",
         "  [ ] run the tests",
     ]
+
+
+def test_subagent_activity_is_indented_under_its_call() -> None:
+    from bus.messages import SubagentActivity
+
+    def act(kind: str, depth: int = 1, **fields: object) -> SubagentActivity:
+        return SubagentActivity(
+            session_id=S, call_id="c1", agent_name="inner" if depth > 1 else "worker",
+            child_session_id="s.worker-1", kind=kind, depth=depth, **fields,  # type: ignore[arg-type]
+        )
+
+    r = Renderer(colour=False, me="client:1")
+    out = show(
+        r,
+        act("started", text="go"),
+        act("tool_call", tool_call_id="k", tool_name="read_file", args={"file_path": "a.py"}),
+        act("tool_update", tool_call_id="k", tool_name="read_file", status="success"),
+        act("tool_call", depth=2, tool_call_id="k2", tool_name="glob", args={"pattern": "*.py"}),
+        act("tool_update", depth=2, tool_call_id="k2", tool_name="glob", status="error"),
+        act("finished", status="GOAL", text="done"),
+    )
+    assert out == (
+        "    ↳ [worker] started\n"
+        "    ↳ [worker] read_file a.py\n"
+        "      ↳ [inner] glob *.py\n"
+        "      ↳ [inner] glob: error\n"
+        "    ↳ [worker] finished: GOAL\n"
+    )

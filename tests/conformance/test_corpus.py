@@ -5,8 +5,6 @@ corpus count is reported by ``make conformance``. Not listed, with the reason:
 
 - ``hooks-ask-decision-headless``, ``hooks-after-model-replace-response``: deliberate
   differences (docs/differences.md);
-- ``policy-headless-shell-denied-default``, ``user-policy-absent-sanity``: their
-  "did you mean" suggestions name ``invoke_agent`` (subagents are not in yet);
 - ``concurrency-limit-web-fetch-dns-shim``: needs the test resolver, run separately below.
 """
 
@@ -23,6 +21,8 @@ COMPARE = ROOT.parent / "shared" / "conformance" / "compare.py"
 AGENTBUS = Path(sys.executable).parent / "agentbus"
 
 PASSING = [
+    "policy-headless-shell-denied-default",
+    "user-policy-absent-sanity",
     "agent-flow-after-agent-clear-context",
     "agent-flow-after-agent-input",
     "agent-flow-before-agent-context",

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import trio
 
-from actors.daemon import Daemon, DaemonConfig, Limits, serve
+from actors.daemon import Daemon, DaemonConfig, Limits, TcpListen, serve
 from actors.daemon._paths import DaemonPaths
 from actors.daemon.client import DaemonClient, open_client
 from bus import Envelope
@@ -69,14 +69,14 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def config_for(root: Path, **limits: Any) -> DaemonConfig:
-    return DaemonConfig(paths=DaemonPaths(root / "run"), data_dir=root / "data", limits=Limits(**limits))
+def config_for(root: Path, *, tcp: TcpListen | None = None, **limits: Any) -> DaemonConfig:
+    return DaemonConfig(paths=DaemonPaths(root / "run"), data_dir=root / "data", limits=Limits(**limits), tcp=tcp)
 
 
 @asynccontextmanager
-async def running_daemon(root: Path, **limits: Any) -> AsyncIterator[Daemon]:
+async def running_daemon(root: Path, *, tcp: TcpListen | None = None, **limits: Any) -> AsyncIterator[Daemon]:
     async with trio.open_nursery() as nursery:
-        daemon: Daemon = await nursery.start(serve, config_for(root, **limits))
+        daemon: Daemon = await nursery.start(serve, config_for(root, tcp=tcp, **limits))
         try:
             yield daemon
         finally:

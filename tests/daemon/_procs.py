@@ -57,9 +57,9 @@ class DaemonProcess:
 
 
 @asynccontextmanager
-async def daemon_process(home: Path) -> AsyncIterator[DaemonProcess]:
+async def daemon_process(home: Path, *args: str) -> AsyncIterator[DaemonProcess]:
     proc = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "actors.cli", "daemon"],
+        [sys.executable, "-m", "actors.cli", "daemon", *args],
         env=env_for(home),
         cwd=home / "ws",
         stdin=subprocess.DEVNULL,

@@ -413,9 +413,10 @@ class FakeGeminiServer:
                     if delay:
                         await self._sleep(delay)
                     data = json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))
+                    at = self.clock()  # before the write: send_all may yield to other streams after it
                     await conn.stream.send_all(_chunk(f"data: {data}\r\n\r\n".encode()))
                     rec.chunks_sent += 1
-                    rec.chunk_sent_at.append(self.clock())
+                    rec.chunk_sent_at.append(at)
                     self._notify()
                 if fault is None or fault.kind == "no_candidates":
                     await conn.stream.send_all(b"0\r\n\r\n")

@@ -1,0 +1,87 @@
+"""Parsed policy files are cached by (path, mtime, size): building many engines in one
+process (the daemon, one per session) parses each file once, and a changed file is
+parsed again."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from actors.scheduler import _policy
+from actors.scheduler._policy import PolicyEngine, PolicyFileError, load_policy_file
+
+RULE = """[[rule]]
+toolName = "{tool}"
+decision = "{decision}"
+priority = {priority}
+"""
+
+
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The files parsed (not served from the cache) while the test runs."""
+    seen: list[Path] = []
+    real = _policy._parse_policy_text
+    monkeypatch.setattr(_policy, "_PARSED_POLICY_FILES", {})
+
+    def counting(text: str, path: Path, **kw: object) -> object:
+        seen.append(path)
+        return real(text, path, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_policy, "_parse_policy_text", counting)
+    return seen
+
+
+def test_a_file_is_parsed_once_until_it_changes(tmp_path: Path, parses: list[Path]) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text(RULE.format(tool="read_file", decision="allow", priority=100))
+    first, _ = load_policy_file(path, tier=4)
+    again, _ = load_policy_file(path, tier=4)
+    assert parses == [path]
+    assert again == first and [r.decision for r in again] == ["allow"]
+    again.clear()  # callers get their own lists
+    assert load_policy_file(path, tier=4)[0] == first
+
+    # Another tier or other known tools: other rules (priorities, warnings).
+    assert load_policy_file(path, tier=3)[0][0].priority == 3.1
+    assert len(parses) == 2
+
+    # Same size, new mtime: parsed again.
+    path.write_text(RULE.format(tool="read_file", decision="allow", priority=200))
+    os.utime(path, ns=(1, 1))
+    assert [r.priority for r in load_policy_file(path, tier=4)[0]] == [4.2]
+    # New size, whatever the mtime: parsed again.
+    path.write_text(RULE.format(tool="glob", decision="ask_user", priority=200))
+    os.utime(path, ns=(1, 1))
+    assert [r.tool_name for r in load_policy_file(path, tier=4)[0]] == ["glob"]
+    assert len(parses) == 4
+
+
+def test_a_broken_file_is_not_cached(tmp_path: Path, parses: list[Path]) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text("[[rule]\n")
+    for _ in range(2):
+        with pytest.raises(PolicyFileError):
+            load_policy_file(path)
+    assert len(parses) == 2
+    path.unlink()
+    with pytest.raises(PolicyFileError, match="cannot read"):
+        load_policy_file(path)
+
+
+def test_engines_built_one_after_another_share_the_parsed_default_policies(
+    tmp_path: Path, parses: list[Path]
+) -> None:
+    def build() -> PolicyEngine:
+        engine, warnings = PolicyEngine.build(approval_mode="default", interactive=True, settings={})
+        assert warnings == []
+        return engine
+
+    first = build()
+    defaults = len(parses)
+    assert defaults > 0
+    second = build()
+    assert len(parses) == defaults
+    assert second.rules == first.rules

@@ -1,0 +1,3 @@
+from tests.daemon._helpers import home
+
+__all__ = ["home"]

@@ -1,0 +1,165 @@
+"""Whole sessions under explored schedules: DESIGN §5's seven invariants, on every example.
+
+hypothesis generates a session (what the model says, what the tools do, what the
+client does; see ``_explore.Session``) and drives trio's scheduler through
+``seed=st.random_module()`` on a fresh ``MockClock``. Each example runs the real
+actors wired by ``runtime.supervise_session``, replays its recording, and is checked
+against all seven invariants; a failure shrinks to a readable session, and hypothesis
+prints the ``@reproduce_failure`` line that replays it.
+
+The suite must be able to fail: for each invariant a planted bug (``bus/planted.py``)
+is switched on and the suite must find it within its CI budget.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import Phase, event, given, settings
+from hypothesis import strategies as st
+from hypothesis.errors import FlakyFailure
+
+from bus.planted import SWITCHES, planting
+from tests.system._explore import (
+    FIXED_RUNTIME_BUGS,
+    KNOWN_RUNTIME_BUGS,
+    Call,
+    Fault,
+    InvariantViolation,
+    Junk,
+    Prompt,
+    Reply,
+    Session,
+    Text,
+    When,
+    check,
+    run_session,
+    sessions,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
+"""No ``explain`` phase: on whole sessions it costs a minute and says little."""
+CI_EXAMPLES = 300
+"""Examples in the CI profile (about 30 ms each); ``make proptest`` runs the deep
+profile's 10,000."""
+EXAMPLES = max(settings.default.max_examples, CI_EXAMPLES)
+
+
+@settings(print_blob=True, phases=PHASES, max_examples=EXAMPLES)
+@given(session=sessions(), seed=st.random_module())
+def test_explored_sessions_keep_the_seven_invariants(session: Session, seed: Any) -> None:
+    run = run_session(session)
+    for feature in run.features():
+        event(feature)
+    violations = check(run)
+    if violations:
+        raise InvariantViolation(violations, session, seed)
+
+
+# -- the suite can fail: planted bugs ------------------------------------------------------------
+PLANTED = [
+    ("scheduler.completion_order", 1),
+    ("turn.end_before_tools", 2),
+    ("executor.two_results", 3),
+    ("recorder.drop_line", 4),
+    ("scheduler.shuffled_dispatch", 5),
+    ("scheduler.barrier_joins_wave", 6),
+    ("executor.skip_close", 7),
+]
+
+
+def test_every_planted_bug_has_one_hook_and_a_test() -> None:
+    assert sorted(s for s, _ in PLANTED) == sorted(SWITCHES)
+    sources = "\n".join(p.read_text() for p in (ROOT / "actors").rglob("*.py"))
+    for switch in SWITCHES:
+        assert sources.count(f'planted("{switch}")') == 1, switch
+
+
+@pytest.mark.parametrize(("switch", "invariant"), PLANTED)
+def test_the_suite_finds_a_planted_bug(switch: str, invariant: int) -> None:
+    tried: list[Session] = []
+    found: list[InvariantViolation] = []
+
+    @settings(
+        database=None,
+        derandomize=True,  # the same examples every run: a plant is found always or never
+        phases=(Phase.generate,),
+        max_examples=CI_EXAMPLES,
+        report_multiple_bugs=False,
+        print_blob=False,
+        deadline=None,
+    )
+    @given(session=sessions(), seed=st.random_module())
+    def explore(session: Session, seed: Any) -> None:
+        tried.append(session)
+        violations = check(run_session(session))
+        if violations:
+            found.append(InvariantViolation(violations, session, seed))
+            raise found[-1]
+
+    with planting(switch), contextlib.suppress(InvariantViolation, FlakyFailure):
+        explore()
+    assert found, f"{switch}: the suite ran {len(tried)} sessions without noticing"
+    first = found[0]
+    assert invariant in first.invariants, str(first)
+    print(f"{switch}: invariant {invariant} broken in example {tried.index(first.session) + 1}")
+
+
+# -- runtime bugs the suite found -----------------------------------------------------------------
+KNOWN_REPRODUCTIONS = {
+    "invalid_chunk_with_call": Session(
+        model=(Reply(chunks=((Text("alpha"),), (Text(""), Call("probe")))), Reply(chunks=((Text("done"),),)))
+    ),
+    "nameless_call_ids": Session(model=(Reply(chunks=((Junk("nameless_call"),),)), Reply(chunks=((Text("done"),),)))),
+    "start_turn_during_cancel_ack": Session(
+        model=(), prompts=(Prompt("go"), Prompt("again", queued=True)), cancels=(When(at_ms=0),)
+    ),
+    "stale_ack_closes_session": Session(model=(), cancels=(When(after_messages=1),), close=When(at_ms=0)),
+    "replay_wall_clock_after_retry": Session(model=(Reply(chunks=((Text(""), Junk("args_not_object")),)),)),
+    "replayed_api_error": Session(model=(Fault(400),)),
+}
+"""The smallest session that shows each known runtime bug (``KNOWN_RUNTIME_BUGS``)."""
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=f"reported: {bug.what}"))
+        for name, bug in KNOWN_RUNTIME_BUGS.items()
+    ],
+)
+def test_known_runtime_bug_is_fixed(name: str) -> None:
+    """Fails (as expected) while the bug is there; passes once it is fixed, which
+    strict xfail turns into a failure: then drop it from ``KNOWN_RUNTIME_BUGS``."""
+    assert set(KNOWN_REPRODUCTIONS) == set(KNOWN_RUNTIME_BUGS) | set(FIXED_RUNTIME_BUGS)
+    session, invariant = KNOWN_REPRODUCTIONS[name], KNOWN_RUNTIME_BUGS[name].invariant
+
+    @settings(database=None, derandomize=True, phases=(Phase.generate,), max_examples=20, deadline=None)
+    @given(seed=st.random_module())
+    def reproduce(seed: Any) -> None:
+        run = run_session(session)
+        assert run.crash != name, KNOWN_RUNTIME_BUGS[name].what
+        assert not [v for v in check(run, excuse_known=False) if v.invariant == invariant]
+
+    reproduce()
+
+
+@pytest.mark.parametrize("name", list(FIXED_RUNTIME_BUGS))
+def test_fixed_runtime_bug_stays_fixed(name: str) -> None:
+    """A runtime bug the suite found, fixed: its reproduction runs clean on every
+    explored schedule."""
+    session = KNOWN_REPRODUCTIONS[name]
+
+    @settings(database=None, derandomize=True, phases=(Phase.generate,), max_examples=20, deadline=None)
+    @given(seed=st.random_module())
+    def reproduce(seed: Any) -> None:
+        run = run_session(session)
+        assert run.crash is None, FIXED_RUNTIME_BUGS[name].what
+        assert check(run, excuse_known=False) == []
+
+    reproduce()
