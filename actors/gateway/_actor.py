@@ -211,6 +211,8 @@ class GatewayActor:
 
 
 def _reason(exc: BackendError) -> str:
+    if exc.replayed_reason is not None:
+        return exc.replayed_reason
     if exc.http_status is not None:
         return f"{exc.http_status} {exc.api_status or exc.type}"
     return exc.network_code or exc.type

@@ -37,6 +37,9 @@ class BackendError(Exception):
         quota: str | None = None,
         retry_delay_s: float | None = None,
         retry_after_s: float | None = None,
+        replayed_delay_s: float | None = None,
+        replayed_reason: str | None = None,
+        replayed_final: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -63,6 +66,13 @@ class BackendError(Exception):
         """The server's delay from ``RetryInfo`` or "Please retry in Xs"."""
         self.retry_after_s = retry_after_s
         """The server's HTTP ``Retry-After`` header."""
+        self.replayed_delay_s = replayed_delay_s
+        """A replay: the delay the recording waited before its next attempt (the jitter
+        was drawn then, not now)."""
+        self.replayed_reason = replayed_reason
+        """A replay: the recorded retry reason (``503 UNAVAILABLE``...)."""
+        self.replayed_final = replayed_final
+        """A replay: the recording gave up after this error."""
 
     FIELDS = (
         "status",

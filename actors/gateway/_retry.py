@@ -88,6 +88,10 @@ class ConnectBackoff:
         return self.attempts
 
     def delay_after(self, err: BackendError) -> float | None:
+        if err.replayed_final:
+            return None
+        if err.replayed_delay_s is not None:
+            return err.replayed_delay_s
         server_delay = err.retry_delay_s
         quota = err.quota
         if err.type == "ModelNotFoundError":

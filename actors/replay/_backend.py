@@ -109,6 +109,8 @@ class ReplayBackend:
                 attempt.retried.reason,
                 retryable=True,
                 phase="stream" if attempt.retried.mid_stream else "connect",
+                replayed_delay_s=attempt.retried.delay_s,
+                replayed_reason=attempt.retried.reason,
             )
         end = attempt.terminal
         if isinstance(end, ModelFinished):
@@ -117,6 +119,15 @@ class ReplayBackend:
             if end.error.invalid_stream is not None:
                 return end.model
             err = end.error
-            raise backend_error(err.message, status=err.status, type=err.type, retryable=err.retryable)
+            raise backend_error(
+                err.message,
+                status=err.status,
+                type=err.type,
+                retryable=err.retryable,
+                http_status=err.http_status,
+                api_status=err.api_status,
+                reason=err.reason,
+                replayed_final=True,
+            )
         await trio.sleep_forever()  # cancelled when recorded, or cut off: wait for the cancel
         raise AssertionError("unreachable")

@@ -33,6 +33,7 @@ from bus.messages import (
     OpenSession,
     ScheduleBatch,
     StartTurn,
+    StreamRetried,
     ToolCallRequested,
     ToolCallUpdated,
     ToolOutputStreamed,
@@ -414,15 +415,21 @@ def _wall_clock_readings(lines: Sequence[RecordedLine]) -> dict[int, int]:
     readings: dict[int, int] = {}
     main: set[str] = set()
     current: int | None = None
+    retried: int | None = None
     for index, rec in enumerate(lines):
         msg = rec.env.message
         if isinstance(msg, GenerateRequest) and msg.role == "main" and rec.env.sender.startswith("turn:"):
             main.add(msg.request_id)
             readings[index] = 0
-            current = index
+            current, retried = index, None
         elif isinstance(msg, ModelRetrying) and msg.request_id in main:
+            # The turn reads the clock when it takes this retry from its inbox, which it
+            # shows with StreamRetried: calls it publishes before that (from chunks that
+            # came before the retry) belong to the attempt before.
             readings[index] = 0
-            current = index
+            retried = index
+        elif isinstance(msg, StreamRetried) and retried is not None:
+            current, retried = retried, None
         elif isinstance(msg, ToolCallRequested) and current is not None and readings[current] == 0:
             m = _SYNTH_ID.match(msg.call_id)
             if m is not None and m.group("name") == msg.name:
