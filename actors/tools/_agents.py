@@ -81,6 +81,8 @@ REJECTED_MESSAGE = (
 )
 """The response a subagent's model gets for a call the user rejected (soft rejection)."""
 
+SETTLE_GRACE_S = 5.0
+
 GOAL = "GOAL"
 TIMEOUT = "TIMEOUT"
 MAX_TURNS = "MAX_TURNS"
@@ -365,8 +367,9 @@ class _AgentRun:
 
     async def _settle_approvals(self, child: ChildSession) -> None:
         """Approvals of the child still open in the parent's clients: settled (the
-        child is gone or done), so that no client keeps asking."""
-        with trio.CancelScope(shield=True):
+        child is gone or done), so that no client keeps asking (bounded: observers may
+        be slow)."""
+        with trio.move_on_after(SETTLE_GRACE_S, shield=True):
             for correlation_id in sorted(self.awaiting):
                 await child.publish_parent(
                     ApprovalSettled(
