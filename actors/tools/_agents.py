@@ -29,6 +29,7 @@ nested under this call; its approval requests are re-published in the parent ses
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import math
 from collections.abc import Mapping
@@ -66,12 +67,17 @@ from ._agent_defs import (
 )
 from ._base import ChildSession, OutputSink, SubagentAccess, ToolEnv
 
-try:
-    from importlib.metadata import version as _version
 
-    AGENTBUS_VERSION = _version("agentbus")
-except Exception:  # not installed (a source checkout)
-    AGENTBUS_VERSION = "0"
+@functools.cache
+def agentbus_version() -> str:
+    """Our version, for the agents' ``cliVersion`` input (looked up when first needed:
+    ``importlib.metadata`` costs start-up time)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agentbus")
+    except PackageNotFoundError:  # a source checkout that is not installed
+        return "0"
 
 REJECTED_PREFIX = "User rejected this operation."
 REJECTED_MESSAGE = (
@@ -182,13 +188,16 @@ class CompleteTaskTool:
 _SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "agent_name": {"type": "string", "description": "Name of the subagent to invoke"},
+        "agent_name": {
+            "type": "string",
+            "description": "Which subagent to run: one of those the system instruction lists.",
+        },
         "prompt": {
             "type": "string",
             "description": (
-                "The COMPLETE query to send the subagent. MUST be comprehensive and detailed. "
-                "Include all context, background, questions, and expected output format. Do "
-                "NOT send brief or incomplete instructions."
+                "Everything the subagent needs, since it sees nothing else: the whole task, "
+                "its context and background, the questions to answer and the form the "
+                "answer should take."
             ),
         },
     },
@@ -205,7 +214,10 @@ class InvokeAgentTool:
     def declaration(self, model: str) -> dict[str, Any]:
         return {
             "name": self.name,
-            "description": "Invoke a subagent to perform a specific task or investigation.",
+            "description": (
+                "Hands a task to a subagent, which works on it in its own context with its "
+                "own tools and returns its result."
+            ),
             "parametersJsonSchema": _SCHEMA,
         }
 
@@ -328,7 +340,7 @@ class _AgentRun:
         today = datetime.date.today()
         inputs = {
             **d.inputs_for(prompt),
-            "cliVersion": AGENTBUS_VERSION,
+            "cliVersion": agentbus_version(),
             "activeModel": model,
             "today": f"{today.month}/{today.day}/{today.year}",
         }
