@@ -58,7 +58,9 @@ class SessionBackends:
                 nursery.cancel_scope.cancel(reason="the gateway stopped")
 
     async def generate(self, request: GenerateRequest, emit: ChunkSink) -> str:
-        backend = self._fake.get(request.session_id)
+        # A subagent's session (``<parent>.<agent>-<id>``) reads its parent's file, in
+        # order with it, as a headless run's subagents do.
+        backend = self._fake.get(request.session_id) or self._fake.get(request.session_id.split(".", 1)[0])
         if backend is None:
             backend = await self._live_backend()
         return await backend.generate(request, emit)
