@@ -39,14 +39,17 @@ import trio
 
 from bus import Bus, DeliveryError, Port
 from bus.messages import (
+    ApprovalModeChanged,
     ApprovalRequested,
     ApprovalSettled,
     CloseSession,
+    ConfigureSession,
     SessionClosed,
     SessionSummary,
     SubmitPrompt,
     TurnEnded,
     TurnStarted,
+    new_id,
 )
 
 from .. import runtime
@@ -268,7 +271,11 @@ class DaemonCore:
             if live.entry.approval_mode == approval_mode:
                 return live
             if live.busy or live.pending:
-                raise RequestError("busy", "a turn is running: change the mode when it has ended")
+                if "plan" in (approval_mode, live.entry.approval_mode):
+                    raise RequestError(
+                        "busy", "a turn is running: change to or from plan mode when it has ended"
+                    )
+                return await self._set_mode_mid_turn(live, approval_mode)
             live.closing = "restart"
             entry = attrs.evolve(live.entry, approval_mode=approval_mode)
             try:
@@ -285,6 +292,32 @@ class DaemonCore:
             live.successor = new
             live.replaced.set()
             return new
+
+    async def _set_mode_mid_turn(self, live: LiveSession, approval_mode: str) -> LiveSession:
+        """As Gemini CLI: the running turn's later decisions use the new mode and its
+        waiting approvals that the mode allows are granted (the scheduler), and the next
+        turns start in it (the session). Between default, auto_edit and yolo the tool
+        registry is the same, so the session's actors go on."""
+        assert live.port is not None and live.addrs is not None
+        try:
+            await live.port.send(
+                ConfigureSession(
+                    session_id=live.session_id,
+                    request_id=new_id(),
+                    approval_mode=approval_mode,
+                    requested_by=live.port.address,
+                ),
+                to=live.addrs.session,
+            )
+            await live.port.send(
+                ApprovalModeChanged(session_id=live.session_id, approval_mode=approval_mode, requested_by="mode change"),
+                to=live.addrs.scheduler,
+            )
+        except DeliveryError:
+            raise RequestError("busy", f"session {live.session_id!r} is stopping") from None
+        live.entry = attrs.evolve(live.entry, approval_mode=approval_mode)
+        self._remember(live.entry)
+        return live
 
     def list(self, workspace: str = "") -> list[SessionSummary]:
         out = [live.summary() for live in self.sessions.values()]

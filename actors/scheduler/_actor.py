@@ -29,6 +29,7 @@ from bus import Bus, DeliveryError, Port
 from bus._json import thaw
 from bus.messages import (
     ApprovalAnswered,
+    ApprovalModeChanged,
     ApprovalRequested,
     ApprovalSettled,
     BatchCancelAcknowledged,
@@ -147,6 +148,16 @@ class SchedulerActor:
                             self._wake.set()
                         case CancelBatch():
                             await self._cancel(port, msg, env.sender)
+                        case ApprovalModeChanged():
+                            self._queue = collections.deque(
+                                q if q is _STOP else attrs.evolve(q, approval_mode=msg.approval_mode)
+                                for q in self._queue
+                            )
+                            if self._batch is not None:
+                                # Later decisions of the running batch use the new mode;
+                                # its waiting calls are looked at again.
+                                self._batch.batch = attrs.evolve(self._batch.batch, approval_mode=msg.approval_mode)
+                                await self._batch.inbox_send.send(msg)
                         case ToolFinished() | ApprovalAnswered() | HooksFinished():
                             if self._batch is not None:
                                 await self._batch.inbox_send.send(msg)
@@ -380,6 +391,8 @@ class _Batch:
             match msg:
                 case ApprovalAnswered():
                     await self._answer(msg, members, pending)
+                case ApprovalModeChanged():
+                    await self._mode_changed(msg, members)
                 case CancelBatch():
                     self.cancel_reason = msg.reason
                     for call in members:
@@ -596,6 +609,26 @@ class _Batch:
                         await self.update(other, "scheduled")
         call.decision = "modify" if outcome == "modify_with_editor" else "accept"
         await self.update(call, "scheduled")
+
+    async def _mode_changed(self, msg: ApprovalModeChanged, members: list[_Call]) -> None:
+        """Calls waiting for an approval that the new mode allows are approved (not the
+        ones a hook asked to confirm)."""
+        for call in members:
+            if call.status != "awaiting_approval" or call.forced_ask or call.correlation_id is None:
+                continue
+            verdict = self.w.policy.check(call.name, call.args, approval_mode=msg.approval_mode)
+            if verdict.decision != "allow":
+                continue
+            await self.port.publish(
+                ApprovalSettled(
+                    session_id=self.sid,
+                    correlation_id=call.correlation_id,
+                    outcome="proceed_once",
+                    answered_by=msg.requested_by or "approval mode",
+                )
+            )
+            call.decision = "auto_accept"
+            await self.update(call, "scheduled")
 
     async def _late_answer(self, msg: ApprovalAnswered) -> None:
         """An answer that lost the race (or names no waiting call): tell who answered."""

@@ -64,6 +64,7 @@ from .session import (
 from .tools import (
     TERMINAL_STATES,
     ApprovalAnswered,
+    ApprovalModeChanged,
     ApprovalRequested,
     ApprovalSettled,
     BatchCancelAcknowledged,
@@ -159,6 +160,7 @@ Message: TypeAlias = Union[  # noqa: UP007 - a runtime union object is needed by
     CancelBatch,
     BatchCancelAcknowledged,
     SubagentActivity,
+    ApprovalModeChanged,
     # hooks
     RunHooks,
     HookRan,
@@ -207,6 +209,7 @@ __all__ = [
     "Answer",
     "ApiError",
     "ApprovalAnswered",
+    "ApprovalModeChanged",
     "ApprovalRequested",
     "ApprovalSettled",
     "BatchCancelAcknowledged",

@@ -264,3 +264,15 @@ class SubagentActivity:
     tool_name: str = ""
     args: JsonValue = frozen_json({})
     status: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalModeChanged:
+    """Command to the scheduler: the session's approval mode changed during a turn. The
+    running batch decides its later calls in the new mode, and calls waiting for an
+    approval that the new mode allows are approved (``ApprovalSettled`` with
+    ``proceed_once``), as Gemini CLI does when the mode changes under a prompt."""
+
+    session_id: str
+    approval_mode: str
+    requested_by: str = ""

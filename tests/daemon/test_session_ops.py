@@ -15,6 +15,7 @@ from bus import Envelope
 from bus._json import thaw
 from bus.messages import (
     ApprovalRequested,
+    ApprovalSettled,
     GenerateRequest,
     SessionOpened,
     SubscriptionEnded,
@@ -97,11 +98,11 @@ async def test_a_mode_change_restarts_the_session_between_turns_without_a_gap(ho
             await c.prompt(sid, "write a")
             asked = await events_until(c, lambda m: isinstance(m, ApprovalRequested))
             try:
-                await c.set_mode(sid, "yolo")
+                await c.set_mode(sid, "plan")
             except DaemonError as exc:
                 assert exc.code == "busy"
             else:
-                raise AssertionError("a mode change mid-turn must be refused")
+                raise AssertionError("a change to plan mode mid-turn must be refused")
             await c.answer(sid, asked[-1].message.correlation_id, "proceed_once")  # type: ignore[attr-defined]
             await events_until(c)
             await c.load_session(sid, fake_responses=str(after))  # (no restart: it runs)
@@ -175,3 +176,33 @@ async def until_notice(client: object) -> AsyncIterator[object]:
         yield event
         if isinstance(event, SubscriptionEnded):
             return
+
+
+async def test_a_mode_change_mid_turn_applies_to_the_waiting_call_and_the_next_turns(home: Path) -> None:
+    fake = write_responses(
+        home / "f.responses",
+        call_response("write_file", {"file_path": "a.txt", "content": "a\n"}),
+        text_response("written"),
+        call_response("write_file", {"file_path": "b.txt", "content": "b\n"}),
+        text_response("written without asking"),
+    )
+    with trio.fail_after(20):
+        async with running_daemon(home), client_of(home) as c:
+            sid = (await c.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")).session_id
+            await c.subscribe(sid, from_seq=1)
+            await c.prompt(sid, "write a")
+            asked = await events_until(c, lambda m: isinstance(m, ApprovalRequested))
+            request = asked[-1].message
+            assert isinstance(request, ApprovalRequested)
+            await c.set_mode(sid, "yolo")  # Gemini CLI: the waiting call is approved at once
+            rest = await events_until(c)
+            settled = [e.message for e in rest if isinstance(e.message, ApprovalSettled)]
+            assert [(m.correlation_id, m.outcome) for m in settled] == [(request.correlation_id, "proceed_once")]
+            assert (home / "ws" / "a.txt").read_text() == "a\n"
+            assert rest[-1].message.stop_reason == "end_turn"  # type: ignore[attr-defined]
+            listed = (await c.list_sessions(str(home / "ws"))).sessions
+            assert [(s.session_id, s.approval_mode) for s in listed] == [(sid, "yolo")]
+            await c.prompt(sid, "write b")  # the next turn starts in yolo: nothing to ask
+            after = await events_until(c)
+            assert "ApprovalRequested" not in types(after)
+            assert (home / "ws" / "b.txt").read_text() == "b\n"
