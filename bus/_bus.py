@@ -125,6 +125,10 @@ class Bus:
     def is_connected(self, address: str) -> bool:
         return address in self._inboxes
 
+    def addresses(self, prefix: str) -> list[str]:
+        """The connected addresses that start with ``prefix``, sorted."""
+        return sorted(a for a in self._inboxes if a.startswith(prefix))
+
     # -- observers -----------------------------------------------------------------
     def subscribe(
         self,

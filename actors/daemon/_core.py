@@ -296,25 +296,31 @@ class DaemonCore:
     async def _set_mode_mid_turn(self, live: LiveSession, approval_mode: str) -> LiveSession:
         """As Gemini CLI: the running turn's later decisions use the new mode and its
         waiting approvals that the mode allows are granted (the scheduler), and the next
-        turns start in it (the session). Between default, auto_edit and yolo the tool
+        turns start in it (the session). The same for the subagents the turn runs (their
+        sessions are ``<id>.<agent>-<n>``). Between default, auto_edit and yolo the tool
         registry is the same, so the session's actors go on."""
         assert live.port is not None and live.addrs is not None
-        try:
-            await live.port.send(
-                ConfigureSession(
-                    session_id=live.session_id,
-                    request_id=new_id(),
-                    approval_mode=approval_mode,
-                    requested_by=live.port.address,
-                ),
-                to=live.addrs.session,
-            )
-            await live.port.send(
-                ApprovalModeChanged(session_id=live.session_id, approval_mode=approval_mode, requested_by="mode change"),
-                to=live.addrs.scheduler,
-            )
-        except DeliveryError:
-            raise RequestError("busy", f"session {live.session_id!r} is stopping") from None
+        sid = live.session_id
+        children = [a.split(":", 1)[1] for a in self.bus.addresses(f"session:{sid}.")]
+        for target in (sid, *children):
+            try:
+                await live.port.send(
+                    ConfigureSession(
+                        session_id=target,
+                        request_id=new_id(),
+                        approval_mode=approval_mode,
+                        requested_by=live.port.address,
+                    ),
+                    to=f"session:{target}" if target != sid else live.addrs.session,
+                )
+                await live.port.send(
+                    ApprovalModeChanged(session_id=target, approval_mode=approval_mode, requested_by="mode change"),
+                    to=f"scheduler:{target}" if target != sid else live.addrs.scheduler,
+                )
+            except DeliveryError:
+                if target == sid:
+                    raise RequestError("busy", f"session {sid!r} is stopping") from None
+                # a subagent that ended meanwhile
         live.entry = attrs.evolve(live.entry, approval_mode=approval_mode)
         self._remember(live.entry)
         return live

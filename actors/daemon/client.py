@@ -350,10 +350,23 @@ def tcp_address(url: str, token_file: str | os.PathLike[str] | None = None) -> T
     Raises ``DaemonError`` (code ``invalid``) for a bad URL or an unreadable token file."""
     try:
         host, port = parse_daemon_url(url)
+        if token_file is None:
+            # The local daemon's token goes only to this machine's loopback address (the
+            # daemon's default bind), never to another host or a name another local user
+            # could answer first (``localhost`` may try ``::1`` before ``127.0.0.1``).
+            if host == "localhost":
+                host = "127.0.0.1"
+            if host not in LOCAL_HOSTS:
+                raise TcpConfigError(
+                    f"{host} is not this machine's loopback address: give --token-file for a daemon elsewhere"
+                )
         path = Path(token_file) if token_file is not None else default_paths().token
         return TcpAddress(host=host, port=port, token=read_token_file(path))
     except TcpConfigError as exc:
         raise DaemonError("invalid", str(exc)) from None
+
+
+LOCAL_HOSTS = frozenset({"127.0.0.1", "::1"})
 
 
 async def connect(

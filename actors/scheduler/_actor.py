@@ -133,6 +133,9 @@ class SchedulerActor:
         self._queue: collections.deque[ScheduleBatch] = collections.deque()
         self._batch: _Batch | None = None
         self._wake = trio.Event()
+        self._mode: str | None = None
+        """The approval mode set mid-turn (``ApprovalModeChanged``): it holds for every
+        later batch, also those the running turn still sends with its starting mode."""
 
     async def run(self, *, task_status: trio.TaskStatus[Port] = trio.TASK_STATUS_IGNORED) -> None:
         port = self.bus.connect(self.w.address)
@@ -144,11 +147,14 @@ class SchedulerActor:
                     msg = env.message
                     match msg:
                         case ScheduleBatch():
+                            if self._mode is not None:
+                                msg = attrs.evolve(msg, approval_mode=self._mode)
                             self._queue.append(msg)
                             self._wake.set()
                         case CancelBatch():
                             await self._cancel(port, msg, env.sender)
                         case ApprovalModeChanged():
+                            self._mode = msg.approval_mode
                             self._queue = collections.deque(
                                 q if q is _STOP else attrs.evolve(q, approval_mode=msg.approval_mode)
                                 for q in self._queue

@@ -1937,7 +1937,17 @@ def load_policy_file(
         info = path.stat()
     except OSError as exc:
         raise PolicyFileError(path, 1, f"cannot read policy file: {exc}") from exc
-    key = (str(path), info.st_mtime_ns, info.st_size, tier, tuple(known_tools))
+    # ctime and the inode too: a same-size copy that keeps the old mtime (cp -p) is new.
+    key = (
+        str(path),
+        info.st_dev,
+        info.st_ino,
+        info.st_mtime_ns,
+        info.st_ctime_ns,
+        info.st_size,
+        tier,
+        tuple(known_tools),
+    )
     cached = _PARSED_POLICY_FILES.get(key)
     if cached is None:
         try:
@@ -1952,7 +1962,7 @@ def load_policy_file(
     return list(rules), list(warnings_out)
 
 
-_PARSED_POLICY_FILES: dict[tuple[str, int, int, int, tuple[str, ...]], tuple[list[Rule], list[str]]] = {}
+_PARSED_POLICY_FILES: dict[tuple[Any, ...], tuple[list[Rule], list[str]]] = {}
 """Parsed policy files by (path, mtime, size, tier, known tools): a process that builds
 many engines (the daemon starts a session per request, each with the default policies)
 parses each file once. Rules are frozen, so engines can share them; a file that changes

@@ -206,3 +206,31 @@ async def test_a_mode_change_mid_turn_applies_to_the_waiting_call_and_the_next_t
             after = await events_until(c)
             assert "ApprovalRequested" not in types(after)
             assert (home / "ws" / "b.txt").read_text() == "b\n"
+
+
+async def test_a_stricter_mode_mid_turn_holds_for_the_rest_of_the_turn(home: Path) -> None:
+    fake = write_responses(
+        home / "f.responses",
+        call_response("run_shell_command", {"command": "sleep 2"}),
+        call_response("write_file", {"file_path": "c.txt", "content": "c\n"}),
+        text_response("done"),
+    )
+    with trio.fail_after(20):
+        async with running_daemon(home), client_of(home) as c:
+            created = await c.create_session(
+                str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash", approval_mode="yolo"
+            )
+            sid = created.session_id
+            await c.subscribe(sid, from_seq=1)
+            await c.prompt(sid, "sleep, then write c")
+            await events_until(
+                c, lambda m: isinstance(m, ToolCallUpdated) and m.name == "run_shell_command" and m.status == "executing"
+            )
+            await c.set_mode(sid, "default")  # while the shell call runs
+            asked = await events_until(c, lambda m: isinstance(m, ApprovalRequested))
+            request = asked[-1].message
+            assert isinstance(request, ApprovalRequested) and request.name == "write_file"
+            assert not (home / "ws" / "c.txt").exists()
+            await c.answer(sid, request.correlation_id, "cancel")
+            await events_until(c)
+            assert not (home / "ws" / "c.txt").exists()

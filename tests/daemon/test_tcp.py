@@ -242,3 +242,17 @@ def test_the_command_line_refuses_what_it_must(home: Path) -> None:
     assert done.returncode == 1 and "not a loopback address" in done.stderr
     done = agentbus(home, "chat", "--connect", "http://example.com:80")
     assert done.returncode == 1 and "tcp://HOST:PORT" in done.stderr
+
+
+def test_the_local_token_goes_only_to_loopback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from actors.daemon import client as client_module
+
+    paths = DaemonPaths(tmp_path / "run")
+    paths.token.parent.mkdir(parents=True, mode=0o700)
+    paths.token.write_text("s3cret\n")
+    paths.token.chmod(0o600)
+    monkeypatch.setattr(client_module, "default_paths", lambda: paths)
+    with pytest.raises(DaemonError, match="not this machine's loopback address: give --token-file"):
+        tcp_address("tcp://example.com:7000")
+    local = tcp_address("tcp://localhost:7000")  # never ::1 first, where someone else may listen
+    assert (local.host, local.port, local.token) == ("127.0.0.1", 7000, "s3cret")

@@ -85,3 +85,24 @@ def test_engines_built_one_after_another_share_the_parsed_default_policies(
     second = build()
     assert len(parses) == defaults
     assert second.rules == first.rules
+
+
+def test_a_same_size_copy_with_the_old_mtime_is_read_again(tmp_path: Path) -> None:
+    import os
+    import shutil
+
+    from actors.scheduler._policy import load_policy_file
+
+    allow = tmp_path / "allow.toml"
+    deny = tmp_path / "deny.toml"
+    allow.write_text('[[rule]]\ntoolName = "glob"\ndecision = "allow"\npriority = 100\n')
+    deny.write_text('[[rule]]\ntoolName = "glob"\ndecision = "deny"\npriority = 100\n')
+    stat = allow.stat()
+    os.utime(deny, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size, same mtime
+    target = tmp_path / "policy.toml"
+    shutil.copy2(allow, target)
+    first = load_policy_file(target, tier=2, known_tools=("glob",))
+    shutil.copy2(deny, target)  # what `cp -p` does
+    second = load_policy_file(target, tier=2, known_tools=("glob",))
+    assert [r.decision for r in first[0]] == ["allow"]
+    assert [r.decision for r in second[0]] == ["deny"]
