@@ -183,6 +183,10 @@ async def _open_tcp_listeners(tcp: TcpListen) -> list[trio.SocketListener]:
         raise TcpConfigError(f"cannot listen on {where}: {exc.strerror or exc}") from None
 
 
+MAX_TCP_BEFORE_HELLO = 32
+"""TCP connections at most that have not presented the token yet."""
+
+
 async def _accept(daemon: Daemon, listener: trio.SocketListener, nursery: trio.Nursery, token: str = "") -> None:
     """Accept clients of one listener; ``token``: its clients must present it (TCP)."""
     limits = attrs.evolve(daemon.config.limits, token=token) if token else daemon.config.limits
@@ -195,6 +199,15 @@ async def _accept(daemon: Daemon, listener: trio.SocketListener, nursery: trio.N
             continue
         if token:
             peer = _peer_name(stream)
+            waiting = sum(
+                1 for c in daemon.connections.values() if c.limits.token and c.rules.hello is None
+            )
+            if waiting >= MAX_TCP_BEFORE_HELLO:
+                # Connections that have not shown the token yet are bounded: nobody can
+                # use up the daemon's file descriptors without it.
+                log.warning("refused a tcp connection from %s: %d wait for their hello", peer, waiting)
+                stream.socket.close()
+                continue
         else:
             uid = peer_uid(stream)
             if uid is not None and uid != os.getuid():
