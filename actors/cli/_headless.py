@@ -51,6 +51,7 @@ from ._args import HeadlessArgs
 from ._at_command import expand_at_references
 from ._context import session_context
 from ._errors import FatalAuthenticationError, FatalError, FatalInputError
+from ._force_exit import force_exit
 from ._models import (
     classifier_choice,
     classifier_request,
@@ -378,7 +379,7 @@ class _SignalWatch:
                         to=self.session_address,
                     )
                 else:
-                    os._exit(130)
+                    force_exit(130)
 
 
 STDIN_FIRST_DATA_WAIT_S = 0.5

@@ -405,12 +405,17 @@ class _OpenTurn:
                 self.added.clear()  # an aborted stream rolls the whole prompt back
                 self.message = None
                 self.over = True
-            case BatchSettled() if self.pending_calls:
+            case BatchSettled() if self._answers_pending(msg):
                 parts = [p for c in msg.calls for p in thaw(c.response_parts)]
                 self.message = thaw(user_content(parts))
                 self.pending_calls = []
             case _:
                 pass
+
+    def _answers_pending(self, msg: BatchSettled) -> bool:
+        """The turn's own batch (a user's call settled meanwhile is not the turn's)."""
+        pending = {call_id for call_id, _ in self.pending_calls}
+        return bool(pending) and any(c.call_id in pending for c in msg.calls)
 
     def _answer(self) -> tuple[Any, list[tuple[str, str]]]:
         """The model turn, with the call ids the turn actually assigned."""

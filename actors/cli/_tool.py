@@ -65,6 +65,7 @@ from ..gateway import GATEWAY_ADDRESS, Backend, BackendError, ChunkSink, Gateway
 from ..recorder import RecorderError, default_data_dir, recorder_error_in, recording_path
 from ._args import APPROVAL_MODES, HeadlessArgs
 from ._errors import FatalError, FatalInputError
+from ._force_exit import force_exit
 from ._setup import (
     SessionSetup,
     approval_mode_from,
@@ -285,7 +286,7 @@ async def _cancel_on_signal(scope: trio.CancelScope, client: Any, scheduler: str
         async for _sig in signals:
             seen += 1
             if seen > 1:
-                os._exit(EXIT_CANCELLED)
+                force_exit(EXIT_CANCELLED)  # its process group is killed first
             await client.send(
                 CancelBatch(session_id=sid, batch_id=batch_id, reason="interrupted by signal"), to=scheduler
             )

@@ -87,8 +87,8 @@ def result_text(name: str, display: Any, llm_text: str) -> str:
     and an edit's diff (the tool's display), else what the model would be given (the
     listing, the file, the answer), since other displays only sum it up ("Found 3
     matching file(s)") or are empty (``read_file``)."""
-    if name == SHELL_TOOL and isinstance(display, str) and display.strip():
-        return display
+    if name == SHELL_TOOL and isinstance(display, str):
+        return display  # the command's output, also when there is none (not the model's wrapper)
     if isinstance(display, dict) and isinstance(display.get("fileDiff"), str):
         return str(display["fileDiff"])
     if llm_text:
@@ -105,7 +105,8 @@ def context_parts(call: CompletedCall) -> list[dict[str, Any]]:
         command = str(args.get("command", ""))
         text = (
             f"I ran the following shell command:\n```sh\n{_escape(command)}\n```\n\n"
-            f"This produced the following result:\n```\n{_escape(_cut(shell_output(call)))}\n```"
+            f"This produced the following result:\n```\n"
+            f"{_escape(_cut(shell_output(call).strip() or '(Command produced no output)'))}\n```"
         )
         return [{"text": text}]
     shown_args = json.dumps(args, ensure_ascii=False, sort_keys=True)

@@ -204,3 +204,34 @@ def _alive(pid: int) -> bool:
             return stat.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_second_ctrl_c_exits_at_once_and_still_kills_the_process_group(ws: Path) -> None:
+    pid_file = ws / "pid"
+    # A command that ignores SIGTERM: only the SIGKILL of the forced exit stops it.
+    command = f'trap "" TERM; sleep 60 & echo $! > {pid_file}; wait'
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "actors.cli", "tool", "run_shell_command", "--args", json.dumps({"command": command})],
+        cwd=ws,
+        env=env_for(ws),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (pid_file.exists() and pid_file.read_text().strip()):
+            assert time.monotonic() < deadline and proc.poll() is None, "the command never started"
+            time.sleep(0.05)
+        sleeper = int(pid_file.read_text())
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT)  # before the first cancel could kill anything
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    deadline = time.monotonic() + 5
+    while _alive(sleeper):
+        assert time.monotonic() < deadline, "a forced exit left the command's process group running"
+        time.sleep(0.05)

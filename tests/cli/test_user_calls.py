@@ -128,3 +128,47 @@ def test_parse_tool_call_refuses_with_one_line(text: str, message: str) -> None:
     with pytest.raises(ValueError) as refused:
         parse_tool_call(text)
     assert str(refused.value) == message
+
+
+def test_resume_takes_the_turns_own_batch_not_a_users_call_that_settled_first() -> None:
+    from actors.cli._sessions import conversation_of
+    from bus.messages import (
+        BatchSettled,
+        CompletedCall,
+        GenerateRequest,
+        ModelChunk,
+        ModelFinished,
+        OpenSession,
+        StartTurn,
+        ToolCallRequested,
+    )
+
+    sid = "s1"
+    call = {"functionCall": {"name": "read_file", "args": {"file_path": "a"}, "id": "c1"}}
+
+    def settled(batch: str, call_id: str, name: str, output: str) -> BatchSettled:
+        part = {"functionResponse": {"id": call_id, "name": name, "response": {"output": output}}}
+        return BatchSettled(
+            session_id=sid,
+            batch_id=batch,
+            calls=(CompletedCall(call_id=call_id, name=name, response_parts=(part,)),),
+        )
+
+    history = conversation_of(
+        [
+            OpenSession(session_id=sid, model="m", approval_mode="default", workspace="/w"),
+            StartTurn(session_id=sid, turn_id="t1", prompt_id="p1", model="m", approval_mode="default", parts=({"text": "hi"},)),
+            GenerateRequest(session_id=sid, request_id="g1", reply_to="turn:s1", method="generateContentStream", model="m", role="main"),
+            ModelChunk(session_id=sid, request_id="g1", index=0, chunk={"candidates": [{"content": {"role": "model", "parts": [call]}}]}),
+            ToolCallRequested(session_id=sid, turn_id="t1", call_id="c1", name="read_file", args={"file_path": "a"}),
+            ModelFinished(session_id=sid, request_id="g1", model="m"),
+            # the user's own call, queued ahead of the model's batch, settles first
+            settled("user", "run_shell_command__user_x", "run_shell_command", "USER-ONLY"),
+            settled("model", "c1", "read_file", "file a"),
+        ]
+    )
+    import json
+
+    text = json.dumps(history)
+    assert "USER-ONLY" not in text  # never in the model's history
+    assert '"output": "file a"' in text  # the turn's own result is kept for the resume
