@@ -46,6 +46,7 @@ from bus.messages import (
     ModelFinished,
     ModelRetrying,
     OpenSession,
+    ScheduleBatch,
     StartTurn,
     StreamRetried,
     ToolCallRequested,
@@ -369,6 +370,8 @@ class _OpenTurn:
         self.builder = ModelTurnBuilder(now_ms=0)
         self.ids: list[str] = []
         self.pending_calls: list[tuple[str, str]] = []
+        self.batch_id: str | None = None
+        """The batch the turn sent for its calls (user calls have batches of their own)."""
         self.over = False
 
     def feed(self, msg: Any) -> None:
@@ -387,6 +390,8 @@ class _OpenTurn:
                 self.ids = []
             case ToolCallRequested(turn_id=self.tid):
                 self.ids.append(msg.call_id)
+            case ScheduleBatch() if msg.reply_to.startswith("turn:"):
+                self.batch_id = msg.batch_id
             case ModelFinished(request_id=self.request):
                 content, calls = self._answer()
                 self.added.extend([self.message, content])
@@ -414,8 +419,7 @@ class _OpenTurn:
 
     def _answers_pending(self, msg: BatchSettled) -> bool:
         """The turn's own batch (a user's call settled meanwhile is not the turn's)."""
-        pending = {call_id for call_id, _ in self.pending_calls}
-        return bool(pending) and any(c.call_id in pending for c in msg.calls)
+        return bool(self.pending_calls) and msg.batch_id == self.batch_id
 
     def _answer(self) -> tuple[Any, list[tuple[str, str]]]:
         """The model turn, with the call ids the turn actually assigned."""

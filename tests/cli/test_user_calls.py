@@ -139,6 +139,7 @@ def test_resume_takes_the_turns_own_batch_not_a_users_call_that_settled_first() 
         ModelChunk,
         ModelFinished,
         OpenSession,
+        ScheduleBatch,
         StartTurn,
         ToolCallRequested,
     )
@@ -162,6 +163,7 @@ def test_resume_takes_the_turns_own_batch_not_a_users_call_that_settled_first() 
             ModelChunk(session_id=sid, request_id="g1", index=0, chunk={"candidates": [{"content": {"role": "model", "parts": [call]}}]}),
             ToolCallRequested(session_id=sid, turn_id="t1", call_id="c1", name="read_file", args={"file_path": "a"}),
             ModelFinished(session_id=sid, request_id="g1", model="m"),
+            ScheduleBatch(session_id=sid, batch_id="model", reply_to="turn:s1", approval_mode="default"),
             # the user's own call, queued ahead of the model's batch, settles first
             settled("user", "run_shell_command__user_x", "run_shell_command", "USER-ONLY"),
             settled("model", "c1", "read_file", "file a"),
