@@ -25,6 +25,7 @@ from bus.messages import (
     ModelFinished,
     ModelRetrying,
     OpenSession,
+    ScheduleBatch,
     StartTurn,
     StreamRetried,
     ToolCallRequested,
@@ -88,6 +89,7 @@ def test_killed_after_the_batch_settled_keeps_the_real_responses() -> None:
         call_chunk("read_file"),
         ToolCallRequested(session_id=S, turn_id=T, call_id="read_file__x", name="read_file"),
         ModelFinished(session_id=S, request_id="r1", model="m"),
+        ScheduleBatch(session_id=S, batch_id="b", reply_to=f"turn:{S}", approval_mode="default"),
         BatchSettled(
             session_id=S, batch_id="b", calls=(CompletedCall(call_id="read_file__x", name="read_file", response_parts=(response,)),)
         ),
