@@ -44,7 +44,6 @@ from ..gateway import (
 from ..hooks import HookConfig
 from ..recorder import default_data_dir
 from ..scheduler._policy import PolicyEngine
-from ..tools import executor_kind
 from ..tools._base import Tool, ToolEnv
 from . import _sessions, _settings
 from ._args import HeadlessArgs
@@ -52,19 +51,14 @@ from ._at_command import expand_at_references
 from ._context import session_context
 from ._errors import FatalAuthenticationError, FatalError, FatalInputError
 from ._force_exit import force_exit
-from ._models import (
-    classifier_choice,
-    classifier_request,
-    resolve_model,
-)
 from ._output import HeadlessPrinter
 from ._setup import (
-    agent_wiring,
+    SessionSetup,
     approval_mode_from,
     model_from,
     print_warnings,
-    request_config_for,
     run_hooks,
+    session_config,
     session_setup,
     session_start_context,
 )
@@ -90,8 +84,8 @@ class Prepared:
     recording: Path | None
     max_session_turns: int
     history: tuple[Any, ...]
-    agent_wiring: Mapping[str, Any] = attrs.field(factory=dict)
-    """``SessionConfig`` fields for subagents (``_setup.agent_wiring``)."""
+    setup: SessionSetup | None = None
+    """The shared session setup the run's ``SessionConfig`` is made from."""
 
 
 def workspace_settings() -> dict[str, Any]:
@@ -155,7 +149,7 @@ def prepare(
         recording=data_dir / "sessions" / f"{session_id}.jsonl",
         max_session_turns=int(max_turns) if isinstance(max_turns, int) else -1,
         history=history,
-        agent_wiring=agent_wiring(setup),
+        setup=setup,
     )
 
 
@@ -256,25 +250,9 @@ async def run_prepared(p: Prepared, stdout: TextIO, stderr: TextIO) -> int:
         clock_ms=lambda: time.monotonic() * 1000,
         raw_output=p.args.raw_output or p.args.accept_raw_output_risk,
     )
-    cfg = runtime.SessionConfig(
-        session_id=p.session_id,
-        model=p.model,
-        approval_mode=p.approval_mode,
-        env=p.env,
-        tools=p.tools,
-        executor_of=executor_kind,
-        policy=p.policy,
-        route_model=resolve_model,
-        classifier_choice=classifier_choice,
-        classifier_request=classifier_request,
-        history=p.history,
-        recording=p.recording,
-        gateway_address=GATEWAY_ADDRESS,
-        interactive=False,
-        max_session_turns=p.max_session_turns,
-        registered_names=p.registered_names,
-        hooks=p.hooks,
-        **{"request_config": request_config_for(p.tools), **p.agent_wiring},
+    assert p.setup is not None
+    cfg = attrs.evolve(
+        session_config(p.setup, history=p.history, recording=p.recording, settings=p.settings),
         **runtime.guard_settings(p.settings),
     )
     exit_code = 0

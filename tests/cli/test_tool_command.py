@@ -161,22 +161,8 @@ def test_list_shows_each_tool_with_one_line(ws: Path) -> None:
 
 
 def test_ctrl_c_cancels_the_call_and_kills_its_process_group(ws: Path) -> None:
-    pid_file = ws / "pid"
-    command = f"sleep 60 & echo $! > {pid_file}; wait"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "actors.cli", "tool", "run_shell_command", "--args", json.dumps({"command": command})],
-        cwd=ws,
-        env=env_for(ws),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, sleeper = start_sleeper(ws, "")
     try:
-        deadline = time.monotonic() + 30
-        while not (pid_file.exists() and pid_file.read_text().strip()):
-            assert time.monotonic() < deadline and proc.poll() is None, "the command never started"
-            time.sleep(0.05)
-        sleeper = int(pid_file.read_text())
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:
@@ -193,6 +179,28 @@ def test_ctrl_c_cancels_the_call_and_kills_its_process_group(ws: Path) -> None:
     assert [c.status for c in settled[0].calls] == ["cancelled"]
 
 
+def start_sleeper(ws: Path, prefix: str) -> tuple[subprocess.Popen[str], int]:
+    """``agentbus tool run_shell_command`` with a background ``sleep 60``, once that runs:
+    the process and the sleep's pid."""
+    pid_file = ws / "pid"
+    command = f"{prefix}sleep 60 & echo $! > {pid_file}; wait"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "actors.cli", "tool", "run_shell_command", "--args", json.dumps({"command": command})],
+        cwd=ws,
+        env=env_for(ws),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text().strip()):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise AssertionError("the command never started")
+        time.sleep(0.05)
+    return proc, int(pid_file.read_text())
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -207,23 +215,9 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_second_ctrl_c_exits_at_once_and_still_kills_the_process_group(ws: Path) -> None:
-    pid_file = ws / "pid"
     # A command that ignores SIGTERM: only the SIGKILL of the forced exit stops it.
-    command = f'trap "" TERM; sleep 60 & echo $! > {pid_file}; wait'
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "actors.cli", "tool", "run_shell_command", "--args", json.dumps({"command": command})],
-        cwd=ws,
-        env=env_for(ws),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, sleeper = start_sleeper(ws, 'trap "" TERM; ')
     try:
-        deadline = time.monotonic() + 30
-        while not (pid_file.exists() and pid_file.read_text().strip()):
-            assert time.monotonic() < deadline and proc.poll() is None, "the command never started"
-            time.sleep(0.05)
-        sleeper = int(pid_file.read_text())
         proc.send_signal(signal.SIGINT)
         proc.send_signal(signal.SIGINT)  # before the first cancel could kill anything
         proc.communicate(timeout=30)
