@@ -30,13 +30,16 @@ EMPTY: frozendict[str, Any] = frozendict()
 
 def freeze(value: Any) -> Any:
     """Return ``value`` with every dict made a ``frozendict`` and every list a tuple."""
+    cls = value.__class__
+    if cls is str or cls is int or cls is float or cls is bool or value is None:
+        return value  # the common leaves first: this runs for every streamed chunk
     if isinstance(value, frozendict):
         # Already frozen at this level; children of a frozendict built by freeze() are too.
         return value
     if isinstance(value, Mapping):
-        return frozendict({str(k): freeze(v) for k, v in value.items()})
+        return frozendict({k if k.__class__ is str else str(k): freeze(v) for k, v in value.items()})
     if isinstance(value, list | tuple):
-        return tuple(freeze(v) for v in value)
+        return tuple([freeze(v) for v in value])
     return value
 
 

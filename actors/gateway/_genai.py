@@ -2,16 +2,13 @@
 
 The bridge. google-genai's ``client.aio`` needs a running asyncio loop. ``running()``
 opens one trio-asyncio loop for the gateway's lifetime: asyncio runs inside the trio
-scheduler, in the same thread, so a thousand concurrent streams are a thousand asyncio
-tasks and sockets, not threads. A non-streaming call is one ``aio_as_trio`` call. A
-stream is read by one asyncio task per attempt (``_pump``) that hands each chunk to the
-request's trio task through a small memory channel (``send_nowait`` needs no bridge
-crossing: asyncio callbacks run inside a trio task), so the bridge is crossed once per
-stream rather than once per chunk, and only a full buffer makes the pump wait. A trio
-cancel cancels the pump's asyncio task; its ``CancelledError`` unwinds the SDK's
-generators, which close the HTTP response. Below the SDK the bridge is crossed back:
-the httpx client it is given does its socket work in trio tasks (``_genai_http``),
-since asyncio callbacks are expensive under trio-asyncio.
+scheduler, in the same thread, so a thousand concurrent streams are a thousand sockets,
+not threads. A non-streaming call is one ``aio_as_trio`` call. A stream crosses the
+bridge once: the SDK builds and sends the request from asyncio and hands back its chunk
+reader, which the request's trio task then iterates itself — the SDK's reader awaits
+nothing but the response body, and the body reads in trio (``_genai_http``: httpx's
+client on an HTTP/1.1 transport of our own, h11 on trio sockets). A trio cancel stops
+the read where it is and unwinds the reader.
 
 Closing is made certain rather than left to the SDK: the httpx client handed to the SDK
 (``_genai_http``) records every response an attempt opens, and the attempt's ``finally``
@@ -231,11 +228,9 @@ class GenaiBackend:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """The asyncio loop and the HTTP client, for as long as the gateway runs."""
-        async with trio_asyncio.open_loop() as loop, trio.open_nursery() as http_tasks:
+        async with trio_asyncio.open_loop() as loop:
             self._loop = loop
-            self._http = TrackingClient(
-                read_timeout_s=self.read_timeout_s, connect_timeout_s=self.connect_timeout_s, nursery=http_tasks
-            )
+            self._http = TrackingClient(read_timeout_s=self.read_timeout_s, connect_timeout_s=self.connect_timeout_s)
             s = self.settings
             try:
                 self._client = genai.Client(
@@ -261,7 +256,6 @@ class GenaiBackend:
                 if self._client is not None:
                     self._client.close()
                 self._client = self._http = self._loop = None
-                http_tasks.cancel_scope.cancel(reason="live backend stopping")
 
     def _aio(self, fn: Callable[..., Any]) -> Any:
         return trio_asyncio.aio_as_trio(fn, loop=self._loop)
@@ -308,7 +302,7 @@ class GenaiBackend:
         finally:
             ATTEMPT.reset(token)
             with trio.move_on_after(CLOSE_GRACE_S, shield=True):
-                await self._aio(close_attempt)(attempt)
+                await close_attempt(attempt)
 
     def _prepared(self, config: Any) -> PreparedConfig:
         """The request config validated, from the cache when an earlier request had it."""
@@ -328,53 +322,22 @@ class GenaiBackend:
         return prepared
 
     async def _stream(self, client: genai.Client, model: str, contents: Any, config: Any, emit: ChunkSink) -> None:
-        """Iterate the SDK's stream in one asyncio task (``_pump``) while this trio task
-        delivers the chunks: crossing the bridge once per stream, not once per chunk.
-        A cancel here cancels the pump, whose unwinding closes the response."""
-        send, receive = trio.open_memory_channel[Any](PUMP_BUFFER)
-        failed: list[Exception] = []
-        raised: Exception | None = None
-
-        async def pump() -> None:
-            async with send:
+        """Send the request from asyncio (the SDK's request layer: one bridge crossing),
+        then read the chunks here in trio: the SDK's generators await nothing but the
+        body, which reads in trio (``_genai_http``). A cancel here unwinds them, and the
+        attempt's end closes the response."""
+        stream, from_asyncio = await self._aio(open_stream)(client, model, contents, config)
+        step = self._aio(stream.__anext__) if from_asyncio else stream.__anext__
+        try:
+            while True:
                 try:
-                    await self._aio(_pump)(client, model, contents, config, send)
-                except Exception as exc:
-                    failed.append(exc)
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(pump)
-            async with receive:
-                try:
-                    async for item in receive:
-                        await emit(item)
-                except Exception as exc:  # the requester is gone: stop the pump, then re-raise
-                    raised = exc
-                    nursery.cancel_scope.cancel()
-        if raised is not None:
-            raise raised
-        if failed:
-            raise failed[0]
-
-
-PUMP_BUFFER = 16
-"""Chunks the pump may read ahead of their delivery on the bus."""
-
-
-async def _pump(client: genai.Client, model: str, contents: Any, config: Any, send: trio.MemorySendChannel[Any]) -> None:
-    """Asyncio side: open and read the stream; hand each chunk (as wire JSON) to the trio
-    side with ``send_nowait`` (this runs inside trio's scheduler, so it may), and wait
-    through the bridge only when the buffer is full."""
-    stream: Any = await open_stream(client, model, contents, config)
-    try:
-        async for item in stream:
-            try:
-                send.send_nowait(item)
-            except trio.WouldBlock:
-                await trio_asyncio.trio_as_aio(send.send)(item)
-    finally:
-        with contextlib.suppress(Exception):
-            await stream.aclose()
+                    item = await step()
+                except StopAsyncIteration:
+                    break
+                await emit(item)
+        finally:
+            with trio.move_on_after(CLOSE_GRACE_S, shield=True):
+                await (self._aio(stream.aclose) if from_asyncio else stream.aclose)()
 
 
 def _api_error(exc: genai_errors.APIError, attempt: Attempt, *, streaming: bool) -> BackendError:

@@ -233,7 +233,7 @@ class FakeGeminiServer:
         """Pause between the response headers and the first chunk."""
         self.faults: list[Fault | None] = list(faults)
         self.clock = clock
-        self._sleep = sleep or trio.sleep
+        self._sleep = sleep
         self.requests: list[RecordedRequest] = []
         self._changed = trio.Event()
         self.port = 0
@@ -408,10 +408,17 @@ class FakeGeminiServer:
                 await conn.stream.send_all(
                     _head(200, {"Content-Type": "text/event-stream", "Transfer-Encoding": "chunked"})
                 )
+                # Chunks keep their schedule (headers + first delay + k delays) however
+                # long the writes take: a loaded server does not slow the model down.
+                due = trio.current_time()
                 for i, chunk in enumerate(chunks[:limit]):
                     delay = self.first_chunk_delay_s if i == 0 else self.chunk_delay_s
                     if delay:
-                        await self._sleep(delay)
+                        due += delay
+                        if self._sleep is not None:
+                            await self._sleep(delay)
+                        else:
+                            await trio.sleep_until(due)
                     data = json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))
                     at = self.clock()  # before the write: send_all may yield to other streams after it
                     await conn.stream.send_all(_chunk(f"data: {data}\r\n\r\n".encode()))
