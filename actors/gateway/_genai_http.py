@@ -28,8 +28,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import ssl
-from collections.abc import AsyncIterator, Iterator
-from typing import Any, NoReturn
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, NoReturn, TypeVar
 
 import attrs
 import h11
@@ -46,6 +46,7 @@ KEEPALIVE_EXPIRY_S = 5.0
 """An idle connection older than this is closed rather than reused (httpx's default)."""
 DEFAULT_PORTS = {"http": 80, "https": 443}
 DEFAULT_LIMITS = httpx2.Limits()
+T = TypeVar("T")
 
 
 @attrs.define(eq=False)
@@ -122,6 +123,14 @@ def _in_asyncio() -> bool:
         return sniffio.current_async_library() == "asyncio"
     except sniffio.AsyncLibraryNotFoundError:
         return False
+
+
+async def _in_trio(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """Run the trio function ``fn``: as it is from trio, through the bridge from asyncio."""
+    if _in_asyncio():
+        result: T = await trio_asyncio.trio_as_aio(fn)(*args)
+        return result
+    return await fn(*args)
 
 
 # -- bodies -------------------------------------------------------------------------------------
@@ -256,10 +265,7 @@ class TrioH11Transport(httpx2.AsyncBaseTransport):
         self._closed = False
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if _in_asyncio():
-            response: httpx2.Response = await trio_asyncio.trio_as_aio(self._handle)(request)
-            return response
-        return await self._handle(request)
+        return await _in_trio(self._handle, request)
 
     async def _handle(self, request: httpx2.Request) -> httpx2.Response:
         if self._closed:
@@ -387,10 +393,7 @@ class HttpcoreInTrio(httpx2.AsyncBaseTransport):
         self._inner = inner
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if _in_asyncio():
-            response: httpx2.Response = await trio_asyncio.trio_as_aio(self._handle)(request)
-            return response
-        return await self._handle(request)
+        return await _in_trio(self._handle, request)
 
     async def _handle(self, request: httpx2.Request) -> httpx2.Response:
         response = await self._inner.handle_async_request(request)
@@ -400,10 +403,7 @@ class HttpcoreInTrio(httpx2.AsyncBaseTransport):
         return response
 
     async def aclose(self) -> None:
-        if _in_asyncio():
-            await trio_asyncio.trio_as_aio(self._inner.aclose)()
-        else:
-            await self._inner.aclose()
+        await _in_trio(self._inner.aclose)
 
 
 class _HttpcoreBody(TrioBody):
@@ -423,7 +423,4 @@ class _HttpcoreBody(TrioBody):
         if self._closed:
             return
         self._closed = True
-        if _in_asyncio():
-            await trio_asyncio.trio_as_aio(self._inner.aclose)()
-        else:
-            await self._inner.aclose()
+        await _in_trio(self._inner.aclose)
