@@ -112,9 +112,9 @@ async def close_attempt(attempt: Attempt) -> None:
 
 
 def _ssl_context(verify: ssl.SSLContext | str | bool, cert: Any, trust_env: bool) -> ssl.SSLContext:
-    if isinstance(verify, ssl.SSLContext):
-        return verify
-    context: ssl.SSLContext = httpx2.create_ssl_context(verify, cert, trust_env)
+    """httpx's context for these settings, offering HTTP/1.1 alone in ALPN (all we speak)."""
+    context: ssl.SSLContext = verify if isinstance(verify, ssl.SSLContext) else httpx2.create_ssl_context(verify, cert, trust_env)
+    context.set_alpn_protocols(["http/1.1"])
     return context
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -228,23 +229,37 @@ async def test_timeouts_and_refused_connections_are_httpx_errors() -> None:
         nursery.cancel_scope.cancel()
 
 
-async def test_https_is_spoken_with_trios_tls_and_the_certificate_checked() -> None:
+async def test_https_is_spoken_with_trios_tls_and_the_certificate_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     ca = trustme.CA()
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("127.0.0.1", "localhost").configure_cert(server_context)
-    trusting = ssl.create_default_context()
-    ca.configure_trust(trusting)
-    server = RawServer(streaming_answers([b"secret"]), tls=server_context)
+    server_context.set_alpn_protocols(["h2", "http/1.1"])
+    answer = streaming_answers([b"secret"])
+    alpn: list[str | None] = []
+
+    async def handler(stream: trio.abc.Stream, server: RawServer) -> None:
+        assert isinstance(stream, trio.SSLStream)
+        await stream.do_handshake()
+        alpn.append(stream.selected_alpn_protocol())
+        await answer(stream, server)
+
+    server = RawServer(handler, tls=server_context)
     async with trio.open_nursery() as nursery:
         port = await nursery.start(server.run)
-        http = httpx2.AsyncClient(transport=TrioH11Transport(trusting))
-        response = await http.post(f"https://127.0.0.1:{port}/x", content=b"{}")
-        assert response.content == b"secret"
-        assert server.connections == 1
+        # as the backend builds it: the CA comes from SSL_CERT_FILE
+        ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+        monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+        http = client()
+        for _ in range(2):
+            response = await http.post(f"https://127.0.0.1:{port}/x", content=b"{}")
+            assert response.content == b"secret"
+        assert server.connections == 1 and alpn == ["http/1.1"]  # we offer what we speak
         await http.aclose()
-        untrusting = httpx2.AsyncClient(transport=TrioH11Transport(ssl.create_default_context()))
+        other_ca = ssl.create_default_context(cadata=trustme.CA().cert_pem.bytes().decode())
+        untrusting = httpx2.AsyncClient(transport=TrioH11Transport(other_ca))
         with pytest.raises(httpx2.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
             await untrusting.post(f"https://127.0.0.1:{port}/x", content=b"{}")
+        await untrusting.aclose()
         nursery.cancel_scope.cancel()
 
 
