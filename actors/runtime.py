@@ -17,8 +17,8 @@ from typing import Any
 import attrs
 import trio
 
-from bus import Bus
-from bus.messages import OpenSession
+from bus import Bus, DeliveryError, Port
+from bus.messages import ApprovalModeChanged, ConfigureSession, OpenSession
 
 from .hooks import HookConfig, HookRunnerActor
 from .loops import LoopDetectorActor, LoopWiring
@@ -124,6 +124,40 @@ def addresses_for(
         hooks=f"hooks:{session_id}" if hooks else None,
         loops=f"loops:{session_id}" if loops else None,
     )
+
+
+async def change_mode_mid_turn(
+    port: Port, bus: Bus, session_id: str, approval_mode: str, *, new_id: Callable[[], str]
+) -> None:
+    """The rest of an approval-mode change made while ``session_id`` runs a turn (its
+    own ``ConfigureSession`` is the caller's, for its next turns), as Gemini CLI: the
+    turn's scheduler decides from now on in ``approval_mode`` and grants the waiting
+    approvals it allows; so do the subagent sessions the turn runs
+    (``<session_id>.<agent>-<n>``, at any depth), which also take it for their next turns.
+    Raises ``DeliveryError`` when the session's scheduler is gone; a subagent that ended
+    meanwhile is skipped. Not for a change to or from plan mode: that changes the tool
+    registry, which a running turn must not see change under it."""
+    own = addresses_for(session_id, ())
+    await port.send(
+        ApprovalModeChanged(session_id=session_id, approval_mode=approval_mode, requested_by="mode change"),
+        to=own.scheduler,
+    )
+    for address in bus.addresses(f"{own.session}."):
+        child_id = address.split(":", 1)[1]
+        child = addresses_for(child_id, ())
+        try:
+            await port.send(
+                ConfigureSession(
+                    session_id=child_id, request_id=new_id(), approval_mode=approval_mode, requested_by=port.address
+                ),
+                to=child.session,
+            )
+            await port.send(
+                ApprovalModeChanged(session_id=child_id, approval_mode=approval_mode, requested_by="mode change"),
+                to=child.scheduler,
+            )
+        except DeliveryError:
+            pass  # a subagent that ended meanwhile
 
 
 def tool_specs(cfg: SessionConfig, addrs: SessionAddresses) -> dict[str, ToolSpec]:

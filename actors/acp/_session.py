@@ -635,7 +635,7 @@ class BusSession(AcpSession):
         )
 
     async def _send_configure(self, request_id: str, approval_mode: str | None, model: str | None) -> None:
-        assert self.addrs is not None
+        assert self.addrs is not None and self.view is not None
         await self._send(
             ConfigureSession(
                 session_id=self.session_id,
@@ -646,6 +646,19 @@ class BusSession(AcpSession):
             ),
             self.addrs.session,
         )
+        current = self.view.approval_mode
+        if (
+            approval_mode is not None
+            and approval_mode != current
+            and self._running_turn is not None
+            and "plan" not in (approval_mode, current)
+        ):
+            # As Gemini CLI: the running turn's waiting and later calls go by the new mode
+            # at once (a change to or from plan mode waits for the turn's end).
+            try:
+                await runtime.change_mode_mid_turn(self._port, self.bus, self.session_id, approval_mode, new_id=new_id)
+            except DeliveryError:
+                pass  # the session is ending
 
     async def _call_tool(self, request_id: str, name: str, args: dict[str, Any], share: bool) -> tuple[CompletedCall, bool]:
         assert self.addrs is not None and self.view is not None

@@ -39,7 +39,6 @@ import trio
 
 from bus import Bus, DeliveryError, Port
 from bus.messages import (
-    ApprovalModeChanged,
     ApprovalRequested,
     ApprovalSettled,
     CloseSession,
@@ -301,26 +300,14 @@ class DaemonCore:
         registry is the same, so the session's actors go on."""
         assert live.port is not None and live.addrs is not None
         sid = live.session_id
-        children = [a.split(":", 1)[1] for a in self.bus.addresses(f"session:{sid}.")]
-        for target in (sid, *children):
-            try:
-                await live.port.send(
-                    ConfigureSession(
-                        session_id=target,
-                        request_id=new_id(),
-                        approval_mode=approval_mode,
-                        requested_by=live.port.address,
-                    ),
-                    to=f"session:{target}" if target != sid else live.addrs.session,
-                )
-                await live.port.send(
-                    ApprovalModeChanged(session_id=target, approval_mode=approval_mode, requested_by="mode change"),
-                    to=f"scheduler:{target}" if target != sid else live.addrs.scheduler,
-                )
-            except DeliveryError:
-                if target == sid:
-                    raise RequestError("busy", f"session {sid!r} is stopping") from None
-                # a subagent that ended meanwhile
+        try:
+            await live.port.send(
+                ConfigureSession(session_id=sid, request_id=new_id(), approval_mode=approval_mode, requested_by=live.port.address),
+                to=live.addrs.session,
+            )
+            await runtime.change_mode_mid_turn(live.port, self.bus, sid, approval_mode, new_id=new_id)
+        except DeliveryError:
+            raise RequestError("busy", f"session {sid!r} is stopping") from None
         live.entry = attrs.evolve(live.entry, approval_mode=approval_mode)
         self._remember(live.entry)
         return live

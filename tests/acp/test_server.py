@@ -340,3 +340,39 @@ async def test_load_replays_the_recorded_session_then_answers(tmp_path: Path, ws
         with pytest.raises(RpcFailure) as missing:
             await client.call("session/load", {"sessionId": "no-such-id", "cwd": str(ws), "mcpServers": []})
         assert missing.value.code == -32002
+
+
+async def test_a_mode_change_during_a_turn_applies_to_its_waiting_and_later_calls(tmp_path: Path, ws: Path) -> None:
+    """As Gemini CLI: switching to auto-edit while an edit waits for permission lets it
+    run (the client's late answer changes nothing), and the turn's next edit is not
+    asked about; a change to plan mode waits for the turn's end."""
+    script = fake_responses(
+        tmp_path / "edits.jsonl",
+        call_chunks(("write_file", {"file_path": "a.txt", "content": "a\n"})),
+        call_chunks(("write_file", {"file_path": "b.txt", "content": "b\n"})),
+        text_chunks("Both written."),
+    )
+    async with connected(options(tmp_path, script)) as (client, _):
+        await client.initialize()
+        client.permission = lambda params: None  # the user has not decided yet
+        sid = await new_session(client, ws)
+        client.clear()
+        async with trio.open_nursery() as nursery:
+            results: list[Any] = []
+
+            async def run_prompt() -> None:
+                results.append(await prompt(client, sid, "Write both"))
+
+            nursery.start_soon(run_prompt)
+            asked = await client.wait_for(lambda f: f.get("method") == "session/request_permission")
+            assert await client.call("session/set_mode", {"sessionId": sid, "modeId": "autoEdit"}) == {}
+            with trio.fail_after(10):
+                await client.wait_for(
+                    lambda f: f.get("params", {}).get("update", {}).get("status") == "completed"
+                    and "b.txt" in json.dumps(f)
+                )
+            # the permission asked before the change, answered late: nothing more happens
+            await client.send({"jsonrpc": "2.0", "id": asked["id"], "result": {"outcome": {"outcome": "selected", "optionId": "cancel"}}})
+        assert [r["stopReason"] for r in results] == ["end_turn"]
+        assert (ws / "a.txt").read_text() == "a\n" and (ws / "b.txt").read_text() == "b\n"
+        assert [f for f in client.log if f.get("method") == "session/request_permission"] == [asked]
