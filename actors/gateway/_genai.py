@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import sys
@@ -248,6 +249,11 @@ class GenaiBackend:
             except Exception as exc:  # e.g. Vertex AI without credentials (google.auth)
                 # Not fatal to the gateway: each request fails with this message.
                 self._init_error = BackendError(f"cannot create the google-genai client: {exc}", type="config")
+            # The SDK's import and client leave about 100,000 objects that live
+            # as long as the process (pydantic's schemas among them); every full pass of
+            # the cyclic collector would walk them again while streams run (5% of the
+            # gateway's CPU at 200 streams). Frozen, it leaves them alone.
+            gc.freeze()
             try:
                 yield
             finally:
