@@ -57,7 +57,7 @@ from bus.messages import GenerateRequest
 from ._backend import BackendError, ChunkSink
 from ._errors import http_error, malformed_chunk, network_error, stream_error_chunk
 from ._genai_http import ATTEMPT, Attempt, TrackingClient, close_attempt
-from ._genai_stream import PreparedConfig, open_stream
+from ._genai_stream import ContentCache, PreparedConfig, open_stream
 from ._genai_wire import wire_json
 from ._retry import RetryPolicy
 
@@ -219,6 +219,7 @@ class GenaiBackend:
         self._http: TrackingClient | None = None
         self._configs: dict[Any, PreparedConfig] = {}
         """Request configs seen, oldest first (``_prepared``)."""
+        self._contents = ContentCache()
 
     @classmethod
     def from_env(
@@ -289,7 +290,7 @@ class GenaiBackend:
                 return request.model
             if request.method != "generateContentStream":
                 raise BackendError(f"unsupported method: {request.method}", type="config")
-            await self._stream(client, request.model, contents, config, emit)
+            await self._stream(client, request.model, request.contents, config, emit)
             return request.model
         except (BackendError, DeliveryError):
             raise  # ours, or the requester went away while a chunk was delivered
@@ -332,7 +333,7 @@ class GenaiBackend:
         then read the chunks here in trio: the SDK's generators await nothing but the
         body, which reads in trio (``_genai_http``). A cancel here unwinds them, and the
         attempt's end closes the response."""
-        stream, from_asyncio = await self._aio(open_stream)(client, model, contents, config)
+        stream, from_asyncio = await self._aio(open_stream)(client, model, contents, config, self._contents)
         step = self._aio(stream.__anext__) if from_asyncio else stream.__anext__
         try:
             while True:

@@ -31,7 +31,7 @@ These are private functions of the SDK: without them (another SDK version)
 from __future__ import annotations
 
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
@@ -39,6 +39,8 @@ import attrs
 from google import genai
 from google.genai import _api_client, _common, errors, types
 from google.genai import models as genai_models
+
+from bus._json import thaw
 
 from ._genai_wire import wire_chunk, wire_json
 
@@ -93,18 +95,96 @@ class PreparedConfig:
         return self._body
 
 
+CONTENT_CACHE = 4096
+"""Distinct contents kept converted (a few long sessions' histories)."""
+CONTENT_KEYS = frozenset({"role", "parts"})
+TEXT_PART_KEYS = ("text", "thought")
+"""A text part's fields, in the order the SDK's converters write them."""
+_TEXT_PART_KEYS = frozenset(TEXT_PART_KEYS)
+
+
+class ContentCache:
+    """Each distinct content of the requests' histories as the SDK's converter makes it
+    (``_Content_to_mldev`` / ``_to_vertex``, then ``convert_to_dict`` and
+    ``encode_unserializable_types``), kept from its first request on.
+
+    The SDK validates and converts every content of a request, field by field through
+    pydantic: 27 ms for a history of 150 contents, on every model request of a session
+    that long. Each content converts on its own (a list of contents, each with its role
+    and parts, converts item by item), so a session's history — the same contents,
+    request after request, and one or two new ones — is converted once. A content of
+    text parts alone (the SDK copies their fields as they are) is written as the SDK
+    writes it without asking it; the tests check both against the SDK's conversion of
+    the whole list. Contents of another shape (not role and parts) go to the SDK whole.
+    """
+
+    def __init__(self, size: int = CONTENT_CACHE) -> None:
+        self._size = size
+        self._items: dict[tuple[bool, Any], Any] = {}
+
+    def converted(self, api: Any, contents: Any) -> list[Any] | None:
+        """The request body's ``contents`` for these (frozen) contents, or ``None``
+        when they are not all contents of role and parts (or none at all: the SDK
+        refuses that)."""
+        if not contents:
+            return None
+        out = []
+        vertexai = bool(api.vertexai)
+        for item in contents:
+            if not (isinstance(item, Mapping) and "parts" in item and item.keys() <= CONTENT_KEYS):
+                return None
+            key = (vertexai, item)
+            try:
+                body = self._items.pop(key)
+            except KeyError:
+                body = _text_content(item)
+                if body is None:
+                    body = _sdk_content(api, item)
+            except TypeError:  # not hashable: not frozen after all
+                return None
+            self._items[key] = body
+            if len(self._items) > self._size:
+                del self._items[next(iter(self._items))]
+            out.append(body)
+        return out
+
+
+def _text_content(item: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A content of text parts as the SDK's converters write it, else ``None``."""
+    role, parts = item.get("role"), item["parts"]
+    if type(role) is not str or not isinstance(parts, tuple | list) or not parts:
+        return None
+    out = []
+    for part in parts:
+        if not isinstance(part, Mapping) or type(part.get("text")) is not str or not part.keys() <= _TEXT_PART_KEYS:
+            return None
+        if "thought" in part and type(part["thought"]) is not bool:
+            return None
+        out.append({k: part[k] for k in TEXT_PART_KEYS if k in part})
+    return {"parts": out, "role": role}
+
+
+def _sdk_content(api: Any, item: Any) -> Any:
+    params = types._GenerateContentParameters(contents=[thaw(item)])
+    convert = genai_models._GenerateContentParameters_to_vertex if api.vertexai else genai_models._GenerateContentParameters_to_mldev
+    request = convert(api, params, None, params)
+    return _common.encode_unserializable_types(_common.convert_to_dict(request["contents"][0]))
+
+
 async def open_stream(
-    client: genai.Client, model: str, contents: Any, config: PreparedConfig
+    client: genai.Client, model: str, contents: Any, config: PreparedConfig, cache: ContentCache | None = None
 ) -> tuple[AsyncIterator[Any], bool]:
     """Send the request; the chunks, as REST JSON, and whether they must be read from
     asyncio. The caller closes the iterator. Without the SDK's lower-level pieces the
     chunks come from the public method, whose generators are asyncio's to finalise."""
     api: Any = getattr(client.aio, "_api_client", None)
     if not LOWER_LEVEL or not isinstance(api, _api_client.BaseApiClient):
-        stream = await client.aio.models.generate_content_stream(model=model, contents=contents, config=config.model)
+        stream = await client.aio.models.generate_content_stream(model=model, contents=thaw(contents), config=config.model)
         return _dumped(stream), True
-    # As _generate_content_stream, with the config's part of the body from ``config``.
-    params = types._GenerateContentParameters(model=model, contents=contents)
+    # As _generate_content_stream, with the config's part of the body from ``config``
+    # and the contents from ``cache``.
+    converted = cache.converted(api, contents) if cache is not None else None
+    params = types._GenerateContentParameters(model=model, contents=thaw(contents) if converted is None else None)
     if api.vertexai:
         request = genai_models._GenerateContentParameters_to_vertex(api, params, None, params)
     else:
@@ -116,6 +196,8 @@ async def open_stream(
         path = f"{path}?{urlencode(query)}"
     request.pop("config", None)
     request = _common.encode_unserializable_types(_common.convert_to_dict(request))
+    if converted is not None:
+        request["contents"] = converted
     request.update(config.body(api))
     # As async_request_streamed, up to its chunks.
     http_options = config.model.http_options

@@ -4,18 +4,26 @@ the same chunks out, for the Gemini API and Vertex AI, through the fake Gemini s
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Sequence
 from typing import Any
 
 import attrs
 import pytest
 import trio
+from google import genai
+from google.genai import _common, types
 from google.genai import models as genai_models
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from actors.gateway import BackendError
 from actors.gateway import _genai_stream as genai_stream
 from actors.gateway._fake import FakeEntry
 from actors.gateway._genai import GenaiBackend, GenaiSettings
+from bus._json import freeze
 from bus.messages import GenerateRequest
 from tests.fakes.gemini_server import FakeGeminiServer, RecordedRequest
 
@@ -160,3 +168,85 @@ async def test_an_invalid_config_fails_every_time(monkeypatch: pytest.MonkeyPatc
         assert isinstance(outcome, BackendError)
         assert outcome.type == "config"
         assert outcome.message.startswith("invalid request config:")
+
+
+# -- contents: each converted once, as the SDK converts the whole list ----------------------------
+def sdk_contents(api: Any, contents: list[Any]) -> Any:
+    params = types._GenerateContentParameters(contents=contents)
+    convert = genai_models._GenerateContentParameters_to_vertex if api.vertexai else genai_models._GenerateContentParameters_to_mldev
+    return _common.encode_unserializable_types(_common.convert_to_dict(convert(api, params, None, params)))["contents"]
+
+
+B64 = st.binary(max_size=6).map(lambda b: base64.b64encode(b).decode())
+TEXT = st.text(max_size=8)
+ARGS = st.dictionaries(st.sampled_from(["path", "n", "flag", "items"]), st.one_of(TEXT, st.integers(-5, 5), st.booleans(), st.lists(TEXT, max_size=2)), max_size=3)
+PARTS = st.one_of(
+    st.builds(lambda t: {"text": t}, TEXT),
+    st.builds(lambda t, th: {"thought": th, "text": t}, TEXT, st.booleans()),
+    st.builds(lambda t, s: {"text": t, "thoughtSignature": s}, TEXT, B64),
+    st.builds(lambda n, a, i: {"functionCall": {"name": n, "args": a, **({"id": i} if i else {})}}, st.sampled_from(["read_file", "glob"]), ARGS, st.sampled_from(["", "c1"])),
+    st.builds(lambda n, a, s: {"functionCall": {"name": n, "args": a}, "thoughtSignature": s}, st.just("noop"), ARGS, B64),
+    st.builds(lambda n, r: {"functionResponse": {"name": n, "id": "c1", "response": r}}, st.just("read_file"), ARGS),
+    st.builds(lambda d: {"inlineData": {"mimeType": "image/png", "data": d}}, B64),
+)
+CONTENTS_LISTS = st.lists(
+    st.builds(lambda role, parts: {"role": role, "parts": parts}, st.sampled_from(["user", "model"]), st.lists(PARTS, min_size=1, max_size=3)),
+    min_size=1,
+    max_size=4,
+)
+APIS = {"gemini-api": genai.Client(api_key="k").aio._api_client, "vertex-ai": genai.Client(api_key="k", vertexai=True).aio._api_client}
+
+
+@pytest.mark.parametrize("api", APIS.values(), ids=APIS.keys())
+@settings(max_examples=150, deadline=None)
+@given(contents=CONTENTS_LISTS)
+def test_contents_converted_one_by_one_or_written_directly_are_what_the_sdk_makes_of_the_list(api: Any, contents: list[Any]) -> None:
+    cache = genai_stream.ContentCache()
+    want = sdk_contents(api, contents)
+    assert cache.converted(api, freeze(contents)) == want
+    assert cache.converted(api, freeze(contents)) == want  # from the cache
+    assert json.dumps(cache.converted(api, freeze(contents))) == json.dumps(want)  # key order too
+
+
+@pytest.mark.parametrize(
+    "contents",
+    [
+        [{"text": "a part where a content belongs"}],
+        [{"role": "user", "parts": [{"text": "a"}], "extra": 1}],
+        [{"role": "user", "parts": [{"text": 3}]}],
+        [],
+    ],
+    ids=["part", "unknown-field", "not-text", "none"],
+)
+def test_contents_of_another_shape_go_to_the_sdk_whole(contents: list[Any]) -> None:
+    api = APIS["gemini-api"]
+    cache = genai_stream.ContentCache()
+    try:
+        want = sdk_contents(api, contents)
+    except ValueError:  # pydantic's ValidationError among them
+        try:
+            got = cache.converted(api, freeze(contents))
+        except ValidationError:
+            return  # the SDK's own refusal, from the content alone
+        assert got is None  # the SDK refuses the whole list (open_stream then asks it)
+    else:
+        assert cache.converted(api, freeze(contents)) in (None, want)
+
+
+async def test_a_history_is_converted_once_as_it_grows(monkeypatch: pytest.MonkeyPatch) -> None:
+    turns = [dict(c) for c in CONTENTS]
+    sequence = [attrs.evolve(request(n=i), contents=tuple(turns[: i + 1])) for i in range(3)]
+    public, _ = await serve(SETTINGS["gemini-api"], sequence, lower_level=False, monkeypatch=monkeypatch)
+    converted: list[Any] = []
+    convert = genai_models._Content_to_mldev
+
+    def counting(content: Any, *args: Any) -> Any:
+        converted.append(content.role)
+        return convert(content, *args)
+
+    monkeypatch.setattr(genai_models, "_Content_to_mldev", counting)
+    ours, _ = await serve(SETTINGS["gemini-api"], sequence, lower_level=True, monkeypatch=monkeypatch)
+    assert [r.body for r in ours] == [r.body for r in public]
+    # the config's system instruction once; the first content is text alone (written
+    # directly); the other two once each, though sent two and one more times
+    assert converted == ["user", "model", "user"]
