@@ -5,6 +5,7 @@ bodies read from trio or from asyncio, proxies through httpx's own transport."""
 from __future__ import annotations
 
 import ssl
+import zlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -323,4 +324,40 @@ async def test_an_event_cut_across_body_pieces_arrives_whole_on_one_kept_connect
                 await backend.generate(stream_request(f"r{i}"), emit)
         assert [c["candidates"][0]["content"]["parts"][0]["text"] for c in got] == ["abc"] * 5
         assert server.connections == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_gzip_stream_is_decoded_piece_by_piece() -> None:
+    """Google's servers compress when asked (httpx asks); each event flushed as it goes."""
+    events = [
+        b'data: {"candidates":[{"content":{"role":"model","parts":[{"text":"one "}]}}]}\r\n\r\n',
+        b'data: {"candidates":[{"content":{"role":"model","parts":[{"text":"two"}]},"finishReason":"STOP"}]}\r\n\r\n',
+    ]
+    seen: list[bytes] = []
+
+    async def gzipped(stream: trio.abc.Stream, server: RawServer) -> None:
+        head = await read_request(stream, bytearray())
+        assert head is not None
+        seen.append(head)
+        compressor = zlib.compressobj(wbits=31)  # the gzip format
+        pieces = [compressor.compress(e) + compressor.flush(zlib.Z_SYNC_FLUSH) for e in events]
+        pieces.append(compressor.flush())
+        await stream.send_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: gzip\r\n"
+            b"transfer-encoding: chunked\r\n\r\n" + b"".join(chunk(p) for p in pieces) + b"0\r\n\r\n"
+        )
+
+    server = RawServer(gzipped)
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(server.run)
+        backend = GenaiBackend(GenaiSettings(api_key="k", base_url=f"http://127.0.0.1:{port}"))
+        got: list[Any] = []
+
+        async def emit(item: Any) -> None:
+            got.append(item)
+
+        async with backend.running():
+            await backend.generate(stream_request("zip"), emit)
+        assert [c["candidates"][0]["content"]["parts"][0]["text"] for c in got] == ["one ", "two"]
+        assert b"gzip" in seen[0].lower()  # the client asked for it
         nursery.cancel_scope.cancel()
