@@ -40,6 +40,8 @@ import trio_asyncio
 
 READ_SIZE = 65536
 """Bytes asked of the socket at a time."""
+MAX_HEAD_BYTES = 100 * 1024
+"""The largest response head (or chunk header) accepted, as httpx's own transport."""
 MAX_IDLE = 256
 """Idle keep-alive connections kept per origin (the newest)."""
 KEEPALIVE_EXPIRY_S = 5.0
@@ -165,7 +167,9 @@ class _Connection:
 
     origin: Origin
     stream: trio.SocketStream | trio.SSLStream[trio.SocketStream]
-    protocol: h11.Connection = attrs.field(factory=lambda: h11.Connection(h11.CLIENT))
+    protocol: h11.Connection = attrs.field(
+        factory=lambda: h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
+    )
     idle_since: float = 0.0
     closed: bool = False
 
