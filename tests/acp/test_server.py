@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,30 @@ async def new_session(client: Client, ws: Path) -> str:
 
 async def prompt(client: Client, sid: str, text: str) -> Any:
     return await client.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
+
+
+@contextlib.asynccontextmanager
+async def undecided_session(tmp_path: Path, ws: Path, script: Path) -> AsyncIterator[tuple[Client, str]]:
+    """A connected client whose user answers no permission request, and its new session."""
+    async with connected(options(tmp_path, script)) as (client, _):
+        await client.initialize()
+        client.permission = lambda params: None  # the user has not decided yet
+        sid = await new_session(client, ws)
+        client.clear()
+        yield client, sid
+
+
+async def prompt_until_asked(nursery: trio.Nursery, client: Client, sid: str, text: str) -> tuple[list[Any], Any]:
+    """Start a prompt in ``nursery``; once it asks a permission: the list its result will
+    be appended to, and the permission request."""
+    results: list[Any] = []
+
+    async def run_prompt() -> None:
+        results.append(await prompt(client, sid, text))
+
+    nursery.start_soon(run_prompt)
+    asked = await client.wait_for(lambda f: f.get("method") == "session/request_permission")
+    return results, asked
 
 
 async def test_bad_frames_get_errors_and_the_connection_carries_on(tmp_path: Path, ws: Path) -> None:
@@ -179,19 +205,9 @@ async def test_cancel_while_a_permission_is_pending(tmp_path: Path, ws: Path) ->
         call_chunks(("run_shell_command", {"command": "sleep 30", "description": "wait"})),
         text_chunks("never"),
     )
-    async with connected(options(tmp_path, script)) as (client, _):
-        await client.initialize()
-        client.permission = lambda params: None  # the user has not decided yet
-        sid = await new_session(client, ws)
-        client.clear()
+    async with undecided_session(tmp_path, ws, script) as (client, sid):
         async with trio.open_nursery() as nursery:
-            results: list[Any] = []
-
-            async def run_prompt() -> None:
-                results.append(await prompt(client, sid, "Wait"))
-
-            nursery.start_soon(run_prompt)
-            asked = await client.wait_for(lambda f: f.get("method") == "session/request_permission")
+            results, asked = await prompt_until_asked(nursery, client, sid, "Wait")
             await client.notify("session/cancel", {"sessionId": sid})
             # The spec's order: cancel first, then the pending permission is answered.
             await client.send({"jsonrpc": "2.0", "id": asked["id"], "result": {"outcome": {"outcome": "cancelled"}}})
@@ -345,26 +361,16 @@ async def test_load_replays_the_recorded_session_then_answers(tmp_path: Path, ws
 async def test_a_mode_change_during_a_turn_applies_to_its_waiting_and_later_calls(tmp_path: Path, ws: Path) -> None:
     """As Gemini CLI: switching to auto-edit while an edit waits for permission lets it
     run (the client's late answer changes nothing), and the turn's next edit is not
-    asked about; a change to plan mode waits for the turn's end."""
+    asked about."""
     script = fake_responses(
         tmp_path / "edits.jsonl",
         call_chunks(("write_file", {"file_path": "a.txt", "content": "a\n"})),
         call_chunks(("write_file", {"file_path": "b.txt", "content": "b\n"})),
         text_chunks("Both written."),
     )
-    async with connected(options(tmp_path, script)) as (client, _):
-        await client.initialize()
-        client.permission = lambda params: None  # the user has not decided yet
-        sid = await new_session(client, ws)
-        client.clear()
+    async with undecided_session(tmp_path, ws, script) as (client, sid):
         async with trio.open_nursery() as nursery:
-            results: list[Any] = []
-
-            async def run_prompt() -> None:
-                results.append(await prompt(client, sid, "Write both"))
-
-            nursery.start_soon(run_prompt)
-            asked = await client.wait_for(lambda f: f.get("method") == "session/request_permission")
+            results, asked = await prompt_until_asked(nursery, client, sid, "Write both")
             assert await client.call("session/set_mode", {"sessionId": sid, "modeId": "autoEdit"}) == {}
             with trio.fail_after(10):
                 await client.wait_for(

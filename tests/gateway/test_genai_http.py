@@ -283,6 +283,22 @@ def answer(text: str, index: int) -> FakeEntry:
     return FakeEntry("generateContentStream", chunks, index)
 
 
+async def streamed_texts(base_url: str, *prompts: str, during: Callable[[GenaiBackend], None] = lambda b: None) -> list[str]:
+    """Each prompt as a streamed request through a live backend at ``base_url`` (``during``
+    sees the backend running); the chunks' texts, in order."""
+    backend = GenaiBackend(GenaiSettings(api_key="k", base_url=base_url))
+    got: list[Any] = []
+
+    async def emit(item: Any) -> None:
+        got.append(item)
+
+    async with backend.running():
+        during(backend)
+        for text in prompts:
+            await backend.generate(stream_request(text), emit)
+    return [c["candidates"][0]["content"]["parts"][0]["text"] for c in got]
+
+
 async def test_a_proxy_from_the_environment_goes_through_httpx_transport(monkeypatch: pytest.MonkeyPatch) -> None:
     server = FakeGeminiServer([answer("via proxy", 0)])
     async with trio.open_nursery() as nursery:
@@ -290,17 +306,11 @@ async def test_a_proxy_from_the_environment_goes_through_httpx_transport(monkeyp
         monkeypatch.setenv("HTTP_PROXY", server.base_url)
         monkeypatch.delenv("NO_PROXY", raising=False)
         monkeypatch.delenv("no_proxy", raising=False)
-        backend = GenaiBackend(GenaiSettings(api_key="k", base_url="http://gemini.invalid"))
-        got: list[Any] = []
-
-        async def emit(item: Any) -> None:
-            got.append(item)
-
-        async with backend.running():
+        def through_httpx(backend: GenaiBackend) -> None:
             assert backend._http is not None
             assert any(isinstance(t, HttpcoreInTrio) for t in backend._http._mounts.values())
-            await backend.generate(stream_request("hi"), emit)
-        assert [c["candidates"][0]["content"]["parts"][0]["text"] for c in got] == ["via proxy", "!"]
+
+        assert await streamed_texts("http://gemini.invalid", "hi", during=through_httpx) == ["via proxy", "!"]
         # the proxy (our server) was asked for the whole URL
         assert server.requests[0].path.startswith("http://gemini.invalid/")
         nursery.cancel_scope.cancel()
@@ -313,16 +323,8 @@ async def test_an_event_cut_across_body_pieces_arrives_whole_on_one_kept_connect
     server = RawServer(streaming_answers(pieces))
     async with trio.open_nursery() as nursery:
         port = await nursery.start(server.run)
-        backend = GenaiBackend(GenaiSettings(api_key="k", base_url=f"http://127.0.0.1:{port}"))
-        got: list[Any] = []
-
-        async def emit(item: Any) -> None:
-            got.append(item)
-
-        async with backend.running():
-            for i in range(5):
-                await backend.generate(stream_request(f"r{i}"), emit)
-        assert [c["candidates"][0]["content"]["parts"][0]["text"] for c in got] == ["abc"] * 5
+        texts = await streamed_texts(f"http://127.0.0.1:{port}", *(f"r{i}" for i in range(5)))
+        assert texts == ["abc"] * 5
         assert server.connections == 1
         nursery.cancel_scope.cancel()
 
@@ -350,14 +352,6 @@ async def test_a_gzip_stream_is_decoded_piece_by_piece() -> None:
     server = RawServer(gzipped)
     async with trio.open_nursery() as nursery:
         port = await nursery.start(server.run)
-        backend = GenaiBackend(GenaiSettings(api_key="k", base_url=f"http://127.0.0.1:{port}"))
-        got: list[Any] = []
-
-        async def emit(item: Any) -> None:
-            got.append(item)
-
-        async with backend.running():
-            await backend.generate(stream_request("zip"), emit)
-        assert [c["candidates"][0]["content"]["parts"][0]["text"] for c in got] == ["one ", "two"]
+        assert await streamed_texts(f"http://127.0.0.1:{port}", "zip") == ["one ", "two"]
         assert b"gzip" in seen[0].lower()  # the client asked for it
         nursery.cancel_scope.cancel()
