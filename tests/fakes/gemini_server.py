@@ -224,7 +224,6 @@ class FakeGeminiServer:
         first_chunk_delay_s: float = 0.0,
         faults: Iterable[Fault | None] = (),
         clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Any] | None = None,
     ) -> None:
         self._fixture = FakeResponsesBackend(list(entries), strict=strict)
         self.chunk_delay_s = chunk_delay_s
@@ -233,7 +232,6 @@ class FakeGeminiServer:
         """Pause between the response headers and the first chunk."""
         self.faults: list[Fault | None] = list(faults)
         self.clock = clock
-        self._sleep = sleep
         self.requests: list[RecordedRequest] = []
         self._changed = trio.Event()
         self.port = 0
@@ -415,10 +413,7 @@ class FakeGeminiServer:
                     delay = self.first_chunk_delay_s if i == 0 else self.chunk_delay_s
                     if delay:
                         due += delay
-                        if self._sleep is not None:
-                            await self._sleep(delay)
-                        else:
-                            await trio.sleep_until(due)
+                        await trio.sleep_until(due)
                     data = json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))
                     at = self.clock()  # before the write: send_all may yield to other streams after it
                     await conn.stream.send_all(_chunk(f"data: {data}\r\n\r\n".encode()))
