@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -170,10 +171,7 @@ def test_ctrl_c_cancels_the_call_and_kills_its_process_group(ws: Path) -> None:
             proc.kill()
     assert proc.returncode == 130, err
     assert err == "Operation cancelled.\n"
-    deadline = time.monotonic() + 5
-    while _alive(sleeper):
-        assert time.monotonic() < deadline, "the command's process group outlived the cancel"
-        time.sleep(0.05)
+    assert ends_within(sleeper, 5), "the command's process group outlived the cancel"
     [recording] = (ws.parent / "data" / "sessions").glob("*.jsonl")
     settled = [e.message for e in load_recording(recording).envelopes if isinstance(e.message, BatchSettled)]
     assert [c.status for c in settled[0].calls] == ["cancelled"]
@@ -181,9 +179,11 @@ def test_ctrl_c_cancels_the_call_and_kills_its_process_group(ws: Path) -> None:
 
 def start_sleeper(ws: Path, prefix: str) -> tuple[subprocess.Popen[str], int]:
     """``agentbus tool run_shell_command`` with a background ``sleep 60``, once that runs:
-    the process and the sleep's pid."""
-    pid_file = ws / "pid"
-    command = f"{prefix}sleep 60 & echo $! > {pid_file}; wait"
+    the process and the sleep's pid (which the command writes to a FIFO we wait on)."""
+    fifo = ws.parent / "sleeper.pid"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    command = f"{prefix}sleep 60 & echo $! > {fifo}; wait"
     proc = subprocess.Popen(
         [sys.executable, "-m", "actors.cli", "tool", "run_shell_command", "--args", json.dumps({"command": command})],
         cwd=ws,
@@ -192,26 +192,32 @@ def start_sleeper(ws: Path, prefix: str) -> tuple[subprocess.Popen[str], int]:
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 30
-    while not (pid_file.exists() and pid_file.read_text().strip()):
-        if time.monotonic() > deadline or proc.poll() is not None:
-            proc.kill()
-            raise AssertionError("the command never started")
-        time.sleep(0.05)
-    return proc, int(pid_file.read_text())
-
-
-def _alive(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
+        line = b""
+        deadline = time.monotonic() + 30
+        while not line.endswith(b"\n"):
+            ready, _, _ = select.select([reader], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                proc.kill()
+                raise AssertionError("the command never started")
+            line += os.read(reader, 64)
+    finally:
+        os.close(reader)
+    return proc, int(line)
+
+
+def ends_within(pid: int, timeout_s: float) -> bool:
+    """Whether process ``pid`` ends (or has ended) within ``timeout_s``: its pidfd turns
+    readable when it exits, zombie or not."""
+    try:
+        pidfd = os.pidfd_open(pid)
     except ProcessLookupError:
-        return False
-    # A zombie waiting for its parent (init) counts as gone.
+        return True
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
+        ready, _, _ = select.select([pidfd], [], [], timeout_s)
+        return bool(ready)
+    finally:
+        os.close(pidfd)
 
 
 def test_a_second_ctrl_c_exits_at_once_and_still_kills_the_process_group(ws: Path) -> None:
@@ -225,7 +231,4 @@ def test_a_second_ctrl_c_exits_at_once_and_still_kills_the_process_group(ws: Pat
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130
-    deadline = time.monotonic() + 5
-    while _alive(sleeper):
-        assert time.monotonic() < deadline, "a forced exit left the command's process group running"
-        time.sleep(0.05)
+    assert ends_within(sleeper, 5), "a forced exit left the command's process group running"

@@ -34,20 +34,32 @@ ECHO_INPUT = py("import sys, json; d = json.load(sys.stdin); print(json.dumps({'
 ENV = dict(os.environ)
 
 
-def pids_in(path: Path) -> list[int]:
-    """Process ids a hook wrote to ``path`` (``echo $$ >> path``), complete lines only."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return []
-    return [int(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]
+class PidPipe:
+    """A FIFO at ``path`` that hook commands write their process ids to (``echo $$ >
+    path`` or ``>> path``), read as the lines come: no polling. It holds a write end
+    itself, so that its read end never reports end-of-file between two writers."""
 
+    def __init__(self, path: Path) -> None:
+        os.mkfifo(path)
+        self._read = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        self._write = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        self._buffer = b""
+        self.pids: list[int] = []
 
-async def wait_for_pids(path: Path, count: int = 1) -> list[int]:
-    """Wait until hooks have written ``count`` process ids to ``path``."""
-    import trio
+    async def wait(self, count: int = 1) -> list[int]:
+        """The first ``count`` process ids, once they have been written."""
+        import trio
 
-    # Polling: the only signal is a file another process writes.
-    while len(found := pids_in(path)) < count:  # noqa: ASYNC110
-        await trio.sleep(0.005)
-    return found
+        while len(self.pids) < count:
+            await trio.lowlevel.wait_readable(self._read)
+            try:
+                self._buffer += os.read(self._read, 4096)
+            except BlockingIOError:
+                continue
+            *lines, self._buffer = self._buffer.split(b"\n")
+            self.pids += [int(line) for line in lines if line.strip()]
+        return self.pids[:count]
+
+    def close(self) -> None:
+        os.close(self._read)
+        os.close(self._write)

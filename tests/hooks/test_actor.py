@@ -22,7 +22,7 @@ from bus._json import thaw
 from bus.messages import CancelHooks, HookRan, HooksFinished, RunHooks
 from bus.testing import Capture, capture_session
 
-from ._helpers import ECHO_INPUT, group_alive, py, wait_for_pids
+from ._helpers import ECHO_INPUT, group_alive, py
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="process groups via /proc")
 
@@ -216,14 +216,11 @@ async def test_garbage_output_is_text_per_gemini(make: Any) -> None:
     assert done.failed == ("printf '{not json'; exit 1",)
 
 
-async def wait_for_pid(path: Path) -> int:
-    return (await wait_for_pids(path))[0]
-
-
-async def test_cancel_hooks_kills_the_process_group_within_100ms(make: Any) -> None:
+async def test_cancel_hooks_kills_the_process_group_within_100ms(make: Any, pid_pipe: Any) -> None:
     h = await make({"BeforeTool": [{"hooks": [cmd("echo $$ > pid; sleep 30 & sleep 30", name="slow"), cmd("echo quick", name="quick")]}]})
+    pids = pid_pipe(h.workspace / "pid")
     await h.request("BeforeTool", "t", tool_name="t", tool_input={})
-    pgid = await wait_for_pid(h.workspace / "pid")
+    [pgid] = await pids.wait()
     await h.capture.wait_for(lambda m: isinstance(m, HookRan) and m.name == "quick")
     sent = trio.current_time()
     await h.client.send(CancelHooks(session_id=SESSION, request_id="r1", reason="turn cancelled"), to="hooks")
@@ -236,10 +233,11 @@ async def test_cancel_hooks_kills_the_process_group_within_100ms(make: Any) -> N
     assert slow.error == "Hook cancelled: turn cancelled" and not slow.success
 
 
-async def test_cancel_stops_a_sequential_plan_before_later_hooks(make: Any) -> None:
+async def test_cancel_stops_a_sequential_plan_before_later_hooks(make: Any, pid_pipe: Any) -> None:
     h = await make({"BeforeModel": [{"sequential": True, "hooks": [cmd("echo $$ > pid; sleep 30", name="a"), cmd("echo b > b", name="b")]}]})
+    pids = pid_pipe(h.workspace / "pid")
     await h.request("BeforeModel", llm_request={"model": "m", "messages": [], "config": {}})
-    await wait_for_pid(h.workspace / "pid")
+    await pids.wait()
     await h.client.send(CancelHooks(session_id=SESSION, request_id="r1", reason="stop"), to="hooks")
     done = await h.reply("r1")
     assert done.ran == 1 and done.failed == ("a",) and done.output is None and done.cancelled
@@ -256,10 +254,11 @@ async def test_cancel_for_unknown_or_finished_request_is_ignored(make: Any) -> N
     assert thaw(done.output) == {"decision": "allow", "systemMessage": "ok"}
 
 
-async def test_a_slow_hook_does_not_block_other_requests(make: Any) -> None:
+async def test_a_slow_hook_does_not_block_other_requests(make: Any, pid_pipe: Any) -> None:
     h = await make({"BeforeTool": [{"matcher": "slow", "hooks": [cmd("echo $$ > pid; sleep 30")]}, {"matcher": "fast", "hooks": [cmd("echo fast")]}]})
+    pids = pid_pipe(h.workspace / "pid")
     await h.request("BeforeTool", "slow", request_id="slow", tool_name="slow", tool_input={})
-    await wait_for_pid(h.workspace / "pid")
+    await pids.wait()
     await h.request("BeforeTool", "fast", request_id="fast", tool_name="fast", tool_input={})
     fast = await h.reply("fast")
     assert thaw(fast.output)["systemMessage"] == "fast"
@@ -267,13 +266,14 @@ async def test_a_slow_hook_does_not_block_other_requests(make: Any) -> None:
     assert (await h.reply("slow")).cancelled
 
 
-async def test_inbox_close_cancels_and_answers_everything(workspace: Path) -> None:
+async def test_inbox_close_cancels_and_answers_everything(workspace: Path, pid_pipe: Any) -> None:
     config = load_hook_config({"hooks": {"AfterTool": [{"hooks": [cmd("echo $$ >> pids; sleep 30")]}]}})
+    pids = pid_pipe(workspace / "pids")
     async with trio.open_nursery() as nursery:
         h = await start(workspace, config, nursery)
         for i in range(3):
             await h.request("AfterTool", "t", request_id=f"r{i}", tool_name="t", tool_input={}, tool_response={})
-        pgids = await wait_for_pids(workspace / "pids", 3)
+        pgids = await pids.wait(3)
         h.bus.disconnect("hooks")
         replies = [await h.reply(f"r{i}") for i in range(3)]
         assert all(r.cancelled and r.ran == 1 and len(r.failed) == 1 for r in replies)
@@ -283,8 +283,9 @@ async def test_inbox_close_cancels_and_answers_everything(workspace: Path) -> No
         nursery.cancel_scope.cancel(reason="test over")
 
 
-async def test_supervisor_cancel_still_answers(workspace: Path) -> None:
+async def test_supervisor_cancel_still_answers(workspace: Path, pid_pipe: Any) -> None:
     config = load_hook_config({"hooks": {"BeforeAgent": [{"hooks": [cmd("echo $$ > pid; sleep 30")]}]}})
+    pids = pid_pipe(workspace / "pid")
     async with trio.open_nursery() as outer:
         bus = Bus()
         client = bus.connect("client")
@@ -292,7 +293,7 @@ async def test_supervisor_cancel_still_answers(workspace: Path) -> None:
         async with trio.open_nursery() as inner:
             await inner.start(actor.run)
             await client.send(RunHooks(session_id=SESSION, request_id="r1", reply_to="client", event="BeforeAgent", input={"prompt": "p"}), to="hooks")
-            pgid = await wait_for_pid(workspace / "pid")
+            [pgid] = await pids.wait()
             inner.cancel_scope.cancel(reason="supervisor")
         done = (await client.receive()).message
         assert isinstance(done, HooksFinished) and done.cancelled and done.failed

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from actors.hooks import CommandHook, parse_hook_output, run_command_hook
 from actors.hooks._run import expand_command, js_json, shell_quote
 
-from ._helpers import ENV, group_alive, py, wait_for_pids
+from ._helpers import ENV, group_alive, py
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="process groups via /proc")
 
@@ -216,20 +216,20 @@ async def test_stdout_over_the_cap_is_drained_and_reported(tmp_path: Path) -> No
     assert len(result.stdout) == 1024 * 1024 and result.stderr == "finished\n"
 
 
-async def test_cancellation_kills_the_process_group_and_reraises(tmp_path: Path) -> None:
-    pid_file = tmp_path / "pid"
+async def test_cancellation_kills_the_process_group_and_reraises(tmp_path: Path, pid_pipe: Any) -> None:
+    pids = pid_pipe(tmp_path / "pid")
     with trio.move_on_after(5) as outer:
         async with trio.open_nursery() as nursery:
 
             async def cancel_when_started() -> None:
-                await wait_for_pids(pid_file)
+                await pids.wait()
                 nursery.cancel_scope.cancel(reason="test")
 
             nursery.start_soon(cancel_when_started)
             await run("echo $$ > pid; sleep 30 & sleep 30; wait", tmp_path)
             pytest.fail("run_command_hook returned instead of raising Cancelled")
     assert not outer.cancelled_caught
-    assert not group_alive(int(pid_file.read_text()))
+    assert not group_alive(pids.pids[0])
 
 
 async def test_background_child_holding_stdout_delays_close_until_timeout(tmp_path: Path) -> None:
