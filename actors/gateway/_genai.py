@@ -250,11 +250,7 @@ class GenaiBackend:
             except Exception as exc:  # e.g. Vertex AI without credentials (google.auth)
                 # Not fatal to the gateway: each request fails with this message.
                 self._init_error = BackendError(f"cannot create the google-genai client: {exc}", type="config")
-            # The SDK's import and client leave about 100,000 objects that live
-            # as long as the process (pydantic's schemas among them); every full pass of
-            # the cyclic collector would walk them again while streams run (5% of the
-            # gateway's CPU at 200 streams). Frozen, it leaves them alone.
-            gc.freeze()
+            _freeze_once()
             try:
                 yield
             finally:
@@ -345,6 +341,21 @@ class GenaiBackend:
         finally:
             with trio.move_on_after(CLOSE_GRACE_S, shield=True):
                 await (self._aio(stream.aclose) if from_asyncio else stream.aclose)()
+
+
+_frozen = False
+
+
+def _freeze_once() -> None:
+    """The SDK's import and first client leave about 100,000 objects that live as long
+    as the process (pydantic's schemas among them); every full pass of the cyclic
+    collector would walk them again while streams run (5% of the gateway's CPU at 200
+    streams). Frozen, it leaves them alone. Once a process: later, the objects alive
+    would be the sessions' own, which must stay collectable."""
+    global _frozen
+    if not _frozen:
+        _frozen = True
+        gc.freeze()
 
 
 def _api_error(exc: genai_errors.APIError, attempt: Attempt, *, streaming: bool) -> BackendError:
