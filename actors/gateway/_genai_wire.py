@@ -97,7 +97,10 @@ class Kind(enum.Enum):
     """``thoughtSignature``: canonical standard base64."""
     MODEL = "model"
     JSON = "json"
-    """Free-form JSON (``dict[str, Any]``: function-call arguments and the like)."""
+    """Free-form JSON (an ``Any`` field)."""
+    OBJECT = "object"
+    """A free-form JSON object (``dict[str, Any]``: function-call arguments and the
+    like): pydantic refuses anything but an object there."""
 
 
 @attrs.frozen
@@ -205,8 +208,10 @@ def _field(annotation: Any, alias: str, memo: dict[type[pydantic.BaseModel], Mod
     if many:
         (annotation,) = typing.get_args(annotation) or (Any,)
         origin = typing.get_origin(annotation)
-    if annotation is Any or (origin is dict and typing.get_args(annotation)[:1] == (str,) and typing.get_args(annotation)[1:] == (Any,)):
+    if annotation is Any:
         return Field(Kind.JSON, many)
+    if origin is dict and typing.get_args(annotation)[:1] == (str,) and typing.get_args(annotation)[1:] == (Any,):
+        return Field(Kind.OBJECT, many)
     simple = {str: Kind.STR, bool: Kind.BOOL, int: Kind.INT, float: Kind.FLOAT}.get(annotation)
     if simple is not None:
         return Field(simple, many)
@@ -253,6 +258,8 @@ def _value_fits(value: Any, f: Field) -> bool:
         return _canonical_base64(value)
     if kind is Kind.BYTES:
         return _canonical_base64(value) and "+" not in value and "/" not in value
+    if kind is Kind.OBJECT:
+        return type(value) is dict and _plain_json(value)
     return value is not None and _plain_json(value)
 
 

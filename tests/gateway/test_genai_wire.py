@@ -114,6 +114,8 @@ CONVERTED = {
     "not a number": candidate(avgLogprobs=float("nan")),
     "text that is a number": part(text=5),
     "candidates not a list": {"candidates": {"content": {}}},
+    # (found by the deep profile: the SDK refuses it, so it must not pass through)
+    "arguments not an object": part(functionCall={"name": "f", "args": []}),
 }
 
 
