@@ -411,7 +411,8 @@ async def _replay_segment(
 def _wall_clock_readings(lines: Sequence[RecordedLine]) -> dict[int, int]:
     """For each attempt of a main model request (index of its ``GenerateRequest`` or
     ``ModelRetrying``), the wall clock value the turn used to name calls that came
-    without an id (``<name>__<name>_<ms>_<n>``); 0 when no such call shows it."""
+    without an id (``<name>__<name>_<ms>_<n>``); 0 when no such call shows it. A retry
+    the turn never took (no ``StreamRetried``: it was cancelled first) read no clock."""
     readings: dict[int, int] = {}
     main: set[str] = set()
     current: int | None = None
@@ -419,6 +420,8 @@ def _wall_clock_readings(lines: Sequence[RecordedLine]) -> dict[int, int]:
     for index, rec in enumerate(lines):
         msg = rec.env.message
         if isinstance(msg, GenerateRequest) and msg.role == "main" and rec.env.sender.startswith("turn:"):
+            if retried is not None:
+                del readings[retried]  # a retry the turn never took (it was cancelled first)
             main.add(msg.request_id)
             readings[index] = 0
             current, retried = index, None
@@ -434,6 +437,8 @@ def _wall_clock_readings(lines: Sequence[RecordedLine]) -> dict[int, int]:
             m = _SYNTH_ID.match(msg.call_id)
             if m is not None and m.group("name") == msg.name:
                 readings[current] = int(m.group("ms"))
+    if retried is not None:
+        del readings[retried]
     return readings
 
 

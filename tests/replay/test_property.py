@@ -6,6 +6,7 @@ identical sequence."""
 from __future__ import annotations
 
 import functools
+import random
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -104,3 +105,16 @@ def test_scheduler_cancel_race() -> None:
         calls_entry(("probe", {"outcome": "ok", "ms": 0, "out": ["alpha"]}), ("deny_tool", {"outcome": "ok"}), text="alpha")
     ]
     record_then_replay(entries, ClientScript(cancel_after=20), 0.0)
+
+
+def test_a_retry_the_cancelled_turn_never_took_reads_no_clock() -> None:
+    """Found by the deep profile: the turn is cancelled before it takes a mid-stream retry
+    (no ``StreamRetried``), so it reads the wall clock next for the following prompt's
+    request; the replay gave that reading to the untaken retry (0) and the call ids of
+    the next turn differed. Over several schedules, as the property does."""
+    entries = [text_entry("alpha", finish=False), calls_entry(("probe", {"outcome": "ok", "ms": 0}), text="alpha")]
+    script = ClientScript(prompts=("go", "again"), approvals=(), cancel_after=6)
+    for seed in range(10):
+        random.seed(seed)
+        _, loaded, result = record_then_replay(entries, script, 0.0)
+        assert result.divergence is None, result.divergence.render(loaded.path)
