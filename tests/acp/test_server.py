@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,17 +59,35 @@ async def undecided_session(tmp_path: Path, ws: Path, script: Path) -> AsyncIter
         yield client, sid
 
 
-async def prompt_until_asked(nursery: trio.Nursery, client: Client, sid: str, text: str) -> tuple[list[Any], Any]:
-    """Start a prompt in ``nursery``; once it asks a permission: the list its result will
-    be appended to, and the permission request."""
+async def prompt_until(
+    nursery: trio.Nursery, client: Client, sid: str, text: str, seen: Callable[[Any], bool]
+) -> tuple[list[Any], Any]:
+    """Start a prompt in ``nursery``; once the client sees a frame that is ``seen``: the
+    list the prompt's result will be appended to, and that frame."""
     results: list[Any] = []
 
     async def run_prompt() -> None:
         results.append(await prompt(client, sid, text))
 
     nursery.start_soon(run_prompt)
-    asked = await client.wait_for(lambda f: f.get("method") == "session/request_permission")
-    return results, asked
+    frame = await client.wait_for(seen)
+    return results, frame
+
+
+async def prompt_until_asked(nursery: trio.Nursery, client: Client, sid: str, text: str) -> tuple[list[Any], Any]:
+    """``prompt_until`` it asks a permission."""
+    return await prompt_until(nursery, client, sid, text, lambda f: f.get("method") == "session/request_permission")
+
+
+async def cancel_once_a_call_shows(client: Client, sid: str, text: str) -> list[Any]:
+    """Prompt ``text`` and cancel the turn once its tool call shows; the prompt's result."""
+    async with trio.open_nursery() as nursery:
+        results, _ = await prompt_until(
+            nursery, client, sid, text, lambda f: f.get("params", {}).get("update", {}).get("sessionUpdate") == "tool_call"
+        )
+        with trio.fail_after(5):
+            await client.notify("session/cancel", {"sessionId": sid})
+    return results
 
 
 async def test_bad_frames_get_errors_and_the_connection_carries_on(tmp_path: Path, ws: Path) -> None:
@@ -225,16 +243,7 @@ async def test_cancel_stops_a_running_shell_and_the_call_fails(tmp_path: Path, w
         await client.initialize()
         sid = await new_session(client, ws)
         client.clear()
-        async with trio.open_nursery() as nursery:
-            results: list[Any] = []
-
-            async def run_prompt() -> None:
-                results.append(await prompt(client, sid, "Wait"))
-
-            nursery.start_soon(run_prompt)
-            await client.wait_for(lambda f: f.get("params", {}).get("update", {}).get("sessionUpdate") == "tool_call")
-            with trio.fail_after(5):
-                await client.notify("session/cancel", {"sessionId": sid})
+        results = await cancel_once_a_call_shows(client, sid, "Wait")
         assert results == [{"stopReason": "cancelled"}]
         last = client.updates()[-1]
         assert last["status"] == "failed"

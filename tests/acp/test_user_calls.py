@@ -17,7 +17,7 @@ from bus.messages import ContextAdded, GenerateRequest, ScheduleBatch
 from ._client import connected, fake_responses, text_chunks
 from .test_attach import attached, daemon
 from .test_attach import ws as attach_ws
-from .test_server import new_session, options, prompt, ws
+from .test_server import cancel_once_a_call_shows, new_session, options, prompt, ws
 
 __all__ = ["attach_ws", "ws"]
 
@@ -149,16 +149,7 @@ async def test_cancel_stops_a_users_shell_command(tmp_path: Path, ws: Path) -> N
         await client.initialize()
         sid = await new_session(client, ws)
         client.clear()
-        results: list[Any] = []
-        async with trio.open_nursery() as nursery:
-
-            async def run() -> None:
-                results.append(await prompt(client, sid, "/shell sleep 30"))
-
-            nursery.start_soon(run)
-            await client.wait_for(lambda f: f.get("params", {}).get("update", {}).get("sessionUpdate") == "tool_call")
-            with trio.fail_after(5):
-                await client.notify("session/cancel", {"sessionId": sid})
+        results = await cancel_once_a_call_shows(client, sid, "/shell sleep 30")
         assert results == [{"stopReason": "cancelled"}]
         last = client.updates()[-1]
         assert last["status"] == "failed"

@@ -4,6 +4,7 @@ fake-responses files, and event readers."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -104,3 +105,12 @@ async def events_until(
 
 def types(envs: list[Envelope]) -> list[str]:
     return [type(e.message).__name__ for e in envs]
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (a zombie counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

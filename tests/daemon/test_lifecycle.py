@@ -19,16 +19,8 @@ from actors.daemon.client import open_client
 from bus import Envelope
 from bus._json import thaw
 from bus.messages import ApprovalRequested, GenerateRequest, ToolCallUpdated, TurnEnded
-from tests.daemon._helpers import call_response, events_until, text_response, write_responses
+from tests.daemon._helpers import alive, call_response, events_until, text_response, write_responses
 from tests.daemon._procs import agentbus, daemon_process
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 async def test_one_daemon_per_user_private_socket_status_and_stop(home: Path) -> None:

@@ -23,6 +23,7 @@ from bus.messages import (
     ToolCallUpdated,
 )
 from tests.daemon._helpers import (
+    alive,
     call_response,
     client_of,
     events_until,
@@ -31,14 +32,6 @@ from tests.daemon._helpers import (
     types,
     write_responses,
 )
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 async def test_a_users_tool_call_runs_through_the_scheduler_and_stays_out_of_the_model_history(home: Path) -> None:

@@ -83,6 +83,7 @@ from bus.messages import (
     TurnCancelAcknowledged,
     TurnEnded,
 )
+from tests.replay._session import _Verdict, executor_of
 
 SID = "explored"
 CLIENT = "client:explorer"
@@ -614,16 +615,6 @@ def explore_tools(spans: Spans, procs: Processes) -> dict[str, Any]:
         "write_file": ExploreTool("write_file", "edit", spans, procs),
         "deny_tool": ExploreTool("deny_tool", "read", spans, procs),
     }
-
-
-def executor_of(tool: Any) -> str:
-    return "shell" if tool.kind == "execute" else "files"
-
-
-@attrs.frozen
-class _Verdict:
-    decision: str
-    deny_message: str | None = None
 
 
 class ExplorePolicy:

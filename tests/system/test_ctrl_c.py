@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.daemon._helpers import alive
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -24,14 +26,6 @@ def fixture_running(tmp_path: Path, fifo: Path) -> Path:
     path = tmp_path / "sleep.responses"
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     return path
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])

@@ -13,6 +13,7 @@ import trio
 
 from bus.planted import planting
 from tests.daemon._helpers import (
+    alive,
     call_response,
     client_of,
     events_until,
@@ -20,14 +21,6 @@ from tests.daemon._helpers import (
     text_response,
     write_responses,
 )
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.mark.parametrize("plant", [False, True], ids=["as-is", "executor.skip_close-planted"])
