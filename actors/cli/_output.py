@@ -423,8 +423,9 @@ class HeadlessPrinter:
         else:
             self.ensure_newline()
             if error.kind == "api":
+                # Gemini CLI then prints "An unexpected critical error occurred:[object Object]"
+                # (it stringifies an object); the line above already says what happened.
                 self.err.write(f"Error when talking to Gemini API: {error.message}\n")
-                self.err.write("An unexpected critical error occurred:[object Object]\n")
             elif error.kind in ("turn_limit", "cancelled"):
                 self.err.write(f"{error.message}\n[ERROR] {error.message}\n")
             else:

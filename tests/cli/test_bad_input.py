@@ -116,3 +116,15 @@ def test_policy_file_with_a_syntax_error_refuses_to_start(tmp_path: Path) -> Non
     policy.write_text('[[rule]]\ntoolName = "run_shell_command"\ndecision = "allow"\npriority = \n')
     proc = run(["-p", "hi", "--policy", str(policy), "--fake-responses", str(HELLO)], tmp_path)
     assert_clean_failure(proc, 52, f"Error in policy file {policy}:4:")
+
+
+def test_api_error_in_text_mode_is_said_once_without_object_object(tmp_path: Path) -> None:
+    """Gemini CLI also prints "An unexpected critical error occurred:[object Object]" (it
+    stringifies an object); ours names the error once and says nothing meaningless."""
+    empty = tmp_path / "empty.responses"
+    empty.write_text("")
+    proc = run(["-p", "hi", "-m", "gemini-2.5-flash", "--fake-responses", str(empty)], tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("Error when talking to Gemini API: No more mock responses for generateContentStream")
+    assert "[object Object]" not in proc.stderr
+    assert "Traceback" not in proc.stderr
