@@ -120,7 +120,11 @@ class ContentCache:
 
     def __init__(self, size: int = CONTENT_CACHE) -> None:
         self._size = size
-        self._items: dict[tuple[bool, Any], Any] = {}
+        # Keyed by the content's value, kept with the content it was made from: values
+        # that are equal in Python can still convert differently (``0 == False``,
+        # ``1 == 1.0``, and mappings equal in another key order), so a hit counts only
+        # for the same object or an exactly identical one.
+        self._items: dict[tuple[bool, Any], tuple[Any, Any]] = {}
 
     def converted(self, api: Any, contents: Any) -> list[Any] | None:
         """The request body's ``contents`` for these (frozen) contents, or ``None``
@@ -135,18 +139,31 @@ class ContentCache:
                 return None
             key = (vertexai, item)
             try:
-                body = self._items.pop(key)
+                source, body = self._items.pop(key)
             except KeyError:
+                source, body = None, None
+            except TypeError:  # not hashable: not frozen after all
+                return None
+            if body is None or not (source is item or _identical(source, item)):
                 body = _text_content(item)
                 if body is None:
                     body = _sdk_content(api, item)
-            except TypeError:  # not hashable: not frozen after all
-                return None
-            self._items[key] = body
+            self._items[key] = (item, body)
             if len(self._items) > self._size:
                 del self._items[next(iter(self._items))]
             out.append(body)
         return out
+
+
+def _identical(a: Any, b: Any) -> bool:
+    """``a == b`` with the same types and the same key order throughout, as JSON sees it."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, Mapping):
+        return list(a) == list(b) and all(_identical(a[k], b[k]) for k in a)
+    if isinstance(a, tuple | list):
+        return len(a) == len(b) and all(_identical(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
 
 
 def _text_content(item: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -208,6 +208,22 @@ def test_contents_converted_one_by_one_or_written_directly_are_what_the_sdk_make
     assert json.dumps(cache.converted(api, freeze(contents))) == json.dumps(want)  # key order too
 
 
+@pytest.mark.parametrize("api", APIS.values(), ids=APIS.keys())
+def test_contents_equal_in_python_but_not_in_json_are_not_taken_from_one_another(api: Any) -> None:
+    """``0 == False == 0.0`` and mappings equal in another key order: the cache must not
+    hand one's conversion to the other (found by the property above)."""
+    cache = genai_stream.ContentCache()
+
+    def content(value: Any) -> dict[str, Any]:
+        return {"role": "user", "parts": [{"functionResponse": {"name": "f", "id": "c1", "response": value}}]}
+
+    variants = [{"items": 0}, {"items": False}, {"items": 0.0}, {"a": 1, "b": 2}, {"b": 2, "a": 1}]
+    for _ in range(2):
+        for value in variants:
+            got = cache.converted(api, freeze([content(value)]))
+            assert json.dumps(got) == json.dumps(sdk_contents(api, [content(value)]))
+
+
 @pytest.mark.parametrize(
     "contents",
     [
