@@ -8,7 +8,10 @@ bridge once: the SDK builds and sends the request from asyncio and hands back it
 reader, which the request's trio task then iterates itself — the SDK's reader awaits
 nothing but the response body, and the body reads in trio (``_genai_http``: httpx's
 client on an HTTP/1.1 transport of our own, h11 on trio sockets). A trio cancel stops
-the read where it is and unwinds the reader.
+the read where it is and unwinds the reader. A request may come from any trio task, not
+only from tasks started inside ``running()``: for the request, the backend's loop is made
+the calling task's current loop (trio-asyncio finds it there when the body is read from
+asyncio).
 
 Closing is made certain rather than left to the SDK: the httpx client handed to the SDK
 (``_genai_http``) records every response an attempt opens, and the attempt's ``finally``
@@ -272,6 +275,10 @@ class GenaiBackend:
         contents = thaw(request.contents)
         attempt = Attempt()
         token = ATTEMPT.set(attempt)
+        # The caller may be any trio task (the daemon's gateway serves requests from
+        # tasks that did not start inside ``running()``): the bridge's way back into
+        # trio looks the loop up in the calling task's context, so put it there.
+        loop_token = trio_asyncio.current_loop.set(self._loop)
         try:
             if request.method == "countTokens":
                 result = await self._aio(client.aio.models.count_tokens)(model=request.model, contents=contents)
@@ -306,6 +313,7 @@ class GenaiBackend:
             ATTEMPT.reset(token)
             with trio.move_on_after(CLOSE_GRACE_S, shield=True):
                 await close_attempt(attempt)
+            trio_asyncio.current_loop.reset(loop_token)
 
     def _prepared(self, config: Any) -> PreparedConfig:
         """The request config validated, from the cache when an earlier request had it."""
