@@ -20,7 +20,7 @@ from .. import runtime
 from ..gateway import GATEWAY_ADDRESS
 from ..hooks import HookConfig, HookConfigError, load_hook_config
 from ..scheduler._policy import PolicyEngine, PolicyFileError
-from ..tools import builtin_tools, executor_kind
+from ..tools import GEMINI_CLASS_NAMES, builtin_tools, enabled_by_core, executor_kind
 from ..tools._agent_defs import DEFAULT_MAX_DEPTH, AgentDefinition, AgentRegistry, load_registry
 from ..tools._base import Tool, ToolEnv
 from . import _settings
@@ -107,13 +107,13 @@ def session_setup(
         )
     except PolicyFileError as exc:
         raise FatalConfigError(f"Error in policy file {exc}") from None
-    excluded = policy.excluded_tools(all_tools, approval_mode=approval_mode)
     core = _settings.get(settings, "tools.core")
-    tools = {
-        n: t
-        for n, t in all_tools.items()
-        if n not in excluded and (not isinstance(core, list) or n in core)
-    }
+    core_list = [str(c) for c in core] if isinstance(core, list) else None
+    registered = {n: t for n, t in all_tools.items() if enabled_by_core(n, core_list)}
+    excluded = policy.excluded_tools(
+        registered, approval_mode=approval_mode, class_names=GEMINI_CLASS_NAMES
+    )
+    tools = {n: t for n, t in registered.items() if n not in excluded}
     registry = agent_registry(settings, workspace, home, tuple(all_tools), enabled="invoke_agent" in tools)
     depth = _settings.get(settings, "agents.maxDepth")
     try:

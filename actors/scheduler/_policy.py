@@ -2761,6 +2761,7 @@ class PolicyEngine:
         *,
         approval_mode: str | None = None,
         tool_annotations: Mapping[str, Mapping[str, Any]] | None = None,
+        class_names: Mapping[str, str] | None = None,
     ) -> set[str]:
         """The tools Gemini drops from the registry: the model never sees them.
 
@@ -2770,6 +2771,8 @@ class PolicyEngine:
         No rule: excluded when the default decision is deny (headless). ask_user never
         excludes. ``tools.exclude`` (and headless ``ask_user``) are always excluded, and
         exclusions carry over to legacy aliases (``search_file_content``/``grep_search``).
+        A ``tools.exclude`` entry may also name the tool's class (``class_names``:
+        ``ShellTool`` excludes ``run_shell_command``, as Gemini's registry checks both).
         A call to an excluded tool fails as ``tool_not_registered``, not a policy error.
         """
         names = list(tool_names)
@@ -2805,7 +2808,8 @@ class PolicyEngine:
             if statically_denied:
                 excluded.add(name)
         expanded = {alias for name in excluded for alias in _tool_aliases(name)}
-        return {name for name in names if name in expanded}
+        classes = class_names or {}
+        return {name for name in names if name in expanded or classes.get(name) in expanded}
 
 
 def display_name(tool_name: str) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Final
+
 from ._base import OutputSink, Tool, ToolEnv
 from ._executor import ExecutorActor
 
@@ -39,6 +42,49 @@ REGISTRY_ORDER = (
 last: skill discovery re-registers it at the end of the registry's map."""
 
 
+GEMINI_CLASS_NAMES: Final = {
+    "update_topic": "UpdateTopicTool",
+    "list_directory": "LSTool",
+    "read_file": "ReadFileTool",
+    "grep_search": "GrepTool",
+    "glob": "GlobTool",
+    "activate_skill": "ActivateSkillTool",
+    "replace": "EditTool",
+    "write_file": "WriteFileTool",
+    "web_fetch": "WebFetchTool",
+    "read_mcp_resource": "ReadMcpResourceTool",
+    "list_mcp_resources": "ListMcpResourcesTool",
+    "run_shell_command": "ShellTool",
+    "list_background_processes": "ListBackgroundProcessesTool",
+    "read_background_output": "ReadBackgroundOutputTool",
+    "google_web_search": "WebSearchTool",
+    "ask_user": "AskUserTool",
+    "write_todos": "WriteTodosTool",
+    "exit_plan_mode": "ExitPlanModeTool",
+    "enter_plan_mode": "EnterPlanModeTool",
+    "invoke_agent": "AgentTool",
+}
+"""The class behind each built-in tool in Gemini CLI: ``tools.core`` and ``tools.exclude``
+entries may name a tool by its class (``ShellTool``). Our ``grep_search`` is its
+``GrepTool`` (the fallback it registers without ripgrep)."""
+
+_NAMED_BY_CLASS_ONLY: Final = frozenset({"update_topic"})
+"""Tools whose Gemini class has no static ``Name``: ``tools.core`` can enable them only by
+the class name."""
+
+
+def enabled_by_core(name: str, core: Sequence[str] | None) -> bool:
+    """Gemini's ``tools.core`` test for registering a built-in tool: no list registers
+    everything; otherwise an entry must be the tool's name or class name, or either
+    followed by ``(`` (``run_shell_command(echo)`` registers the shell tool; which
+    commands it may run is the policy's ``tools.core`` rules)."""
+    if core is None:
+        return True
+    cls = GEMINI_CLASS_NAMES.get(name, name)
+    names = (cls,) if name in _NAMED_BY_CLASS_ONLY else (name, cls)
+    return any(entry == n or entry.startswith(f"{n}(") for entry in core for n in names)
+
+
 def builtin_tools(
     model: str = "", *, tracker_enabled: bool = False, agents: bool = False
 ) -> tuple[Tool, ...]:
@@ -71,4 +117,13 @@ def builtin_tools(
     )
 
 
-__all__ = ["ExecutorActor", "OutputSink", "Tool", "ToolEnv", "builtin_tools", "executor_kind"]
+__all__ = [
+    "GEMINI_CLASS_NAMES",
+    "ExecutorActor",
+    "OutputSink",
+    "Tool",
+    "ToolEnv",
+    "builtin_tools",
+    "enabled_by_core",
+    "executor_kind",
+]

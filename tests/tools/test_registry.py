@@ -94,3 +94,43 @@ def test_headless_yolo_and_core_tools(cwd: Path) -> None:
     assert prepared_tools("gemini-3-flash-preview", "yolo", {"tools": {"core": ["web_fetch"]}}) == [
         "web_fetch"
     ]
+
+
+def test_core_entry_with_arguments_registers_the_tool(cwd: Path) -> None:
+    """``run_shell_command(echo)`` registers the shell tool (Gemini's ``maybeRegister``
+    accepts ``<name>(``); the policy then allows only ``echo`` commands."""
+    settings: dict[str, object] = {"tools": {"core": ["run_shell_command(echo)", "read_file"]}}
+    assert prepared_tools("gemini-3-flash-preview", "default", settings) == [
+        "read_file",
+        "run_shell_command",
+    ]
+
+
+def test_core_and_exclude_accept_gemini_class_names(cwd: Path) -> None:
+    """A class name registers the tool, but outside plan mode the ``tools.core`` policy
+    rules allow only what they name (``ShellTool`` is an alias of the shell tool), so
+    ``LSTool`` and ``ReadFileTool(x)`` are registered and then excluded, as in Gemini."""
+    core: dict[str, object] = {"tools": {"core": ["ShellTool", "ReadFileTool(x)", "LSTool"]}}
+    assert prepared_tools("gemini-3-flash-preview", "yolo", core) == ["run_shell_command"]
+    assert prepared_tools("gemini-3-flash-preview", "plan", core) == ["list_directory", "read_file"]
+    excluded = prepared_tools("gemini-3-flash-preview", "yolo", {"tools": {"exclude": ["ShellTool"]}})
+    assert "run_shell_command" not in excluded and "read_file" in excluded
+
+
+def test_update_topic_is_registered_by_its_class_name_only(cwd: Path) -> None:
+    """Gemini's ``UpdateTopicTool`` has no static ``Name``: ``update_topic`` in
+    ``tools.core`` does not register it (seen in plan mode, where the core rules do not
+    apply; elsewhere the class name is not allowed by them)."""
+    by_name = {"tools": {"core": ["update_topic", "glob"]}}
+    by_class = {"tools": {"core": ["UpdateTopicTool", "glob"]}}
+    assert prepared_tools("gemini-3-flash-preview", "plan", by_name) == ["glob"]
+    assert prepared_tools("gemini-3-flash-preview", "plan", by_class) == ["update_topic", "glob"]
+    assert prepared_tools("gemini-3-flash-preview", "yolo", by_class) == ["glob"]
+
+
+def test_exclude_with_arguments_excludes_nothing(cwd: Path) -> None:
+    """An exclude entry is a plain name to Gemini: ``run_shell_command(rm)`` matches no tool."""
+    names = prepared_tools(
+        "gemini-3-flash-preview", "yolo", {"tools": {"exclude": ["run_shell_command(rm)"]}}
+    )
+    assert "run_shell_command" in names
