@@ -30,16 +30,20 @@ deps-check: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider
 
+# The property tests only (every test hypothesis drives: its pytest plugin marks them),
+# with the deep profile (tests/conftest.py).
 proptest: $(STAMP)
-	HYPOTHESIS_PROFILE=deep $(BIN)/pytest -q -p no:cacheprovider tests
+	HYPOTHESIS_PROFILE=deep $(BIN)/pytest -q -p no:cacheprovider -m hypothesis tests $(ARGS)
 
 GEMINI_CLI ?= /tmp/gemini-cli/node_modules/.bin
 bench: $(STAMP)
 	PATH="$(GEMINI_CLI):$$PATH" $(BIN)/python -m tests.bench
 
+# Exit 0 when exactly the differences listed in tests/conformance/expected.py differ.
 conformance: $(STAMP)
 	@if [ -d $(SHARED)/conformance ]; then \
-	  $(BIN)/python $(SHARED)/conformance/compare.py --impl $(abspath $(BIN))/agentbus -j 2 $(ARGS); \
+	  $(BIN)/python -m tests.conformance.run $(SHARED)/conformance/compare.py \
+	    --impl $(abspath $(BIN))/agentbus -j 2 $(ARGS); \
 	else echo "$(SHARED)/conformance not found: skipping conformance"; fi
 
 clean:

@@ -1,11 +1,8 @@
 """Gemini CLI's conformance corpus (../shared/conformance), run with compare.py.
 
-``PASSING`` lists the scenarios agentbus must pass; it grows as features land. The full
-corpus count is reported by ``make conformance``. Not listed, with the reason:
-
-- ``hooks-ask-decision-headless``, ``hooks-after-model-replace-response``: deliberate
-  differences (docs/differences.md);
-- ``concurrency-limit-web-fetch-dns-shim``: needs the test resolver, run separately below.
+Every scenario must pass but those in ``expected.EXPECTED_DIFFERENCES`` (the one list,
+with the reasons, which ``make conformance`` judges by too); the DNS-shim one passes
+with the test resolver, run separately below.
 """
 
 from __future__ import annotations
@@ -16,74 +13,18 @@ from pathlib import Path
 
 import pytest
 
+from .expected import EXPECTED_DIFFERENCES
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPARE = ROOT.parent / "shared" / "conformance" / "compare.py"
 AGENTBUS = Path(sys.executable).parent / "agentbus"
 
-PASSING = [
-    "policy-headless-shell-denied-default",
-    "user-policy-absent-sanity",
-    "agent-flow-after-agent-clear-context",
-    "agent-flow-after-agent-input",
-    "agent-flow-before-agent-context",
-    "agent-flow-multistep-once-per-turn",
-    "api-resilience-metadata-only",
-    "concurrency-limit-web-fetch",
-    "control-france-gemini-2.5-flash",
-    "google-web-search-fixture-exhausted",
-    "hooks-after-tool-context",
-    "hooks-after-tool-tail-call",
-    "hooks-allow-tool",
-    "hooks-before-agent-context",
-    "hooks-before-model-block",
-    "hooks-before-model-deny",
-    "hooks-before-model-modify-request",
-    "hooks-before-tool-input-override",
-    "hooks-before-tool-selection",
-    "hooks-before-tool-stop",
-    "hooks-block-tool-decision",
-    "hooks-block-tool-exit2-stderr",
-    "hooks-disabled-multiple-runs",
-    "hooks-disabled-via-settings",
-    "hooks-error-handling",
-    "hooks-input-validation",
-    "hooks-mixed-stdout-allows",
-    "hooks-multiple-events",
-    "hooks-precompress-auto",
-    "hooks-sequential-execution",
-    "hooks-session-end-on-exit",
-    "hooks-session-start",
-    "hooks-session-start-context",
-    "hooks-telemetry",
-    "json-output-auth-mismatch",
-    "json-output-error",
-    "json-output-france",
-    "json-output-session-id",
-    "memory-idle-startup",
-    "memory-multi-function-call",
-    "memory-multi-turn-stdin",
-    "memory-simple-prompt",
-    "parallel-waves-headless-default",
-    "parallel-waves-headless-yolo",
-    "parallel-waves-headless-yolo-core-only",
-    "perf-asian-language",
-    "perf-cold-startup",
-    "perf-high-volume-shell",
-    "perf-idle-cpu",
-    "perf-skill-loading",
-    "policy-headless-readonly-default",
-    "policy-headless-shell-allowed-policy",
-    "policy-headless-shell-prefix-allow",
-    "policy-headless-shell-prefix-deny",
-    "resume-latest",
-    "shell-background-headless-turn1",
-    "simple-headless",
-    "stdout-stderr-missing-at-file",
-    "stdout-stderr-say-hello",
-    "steering-headless",
-    "user-policy-allowed-tools-toml",
-    "write-file-fixture-exhausted",
-]
+SCENARIOS = COMPARE.parent / "scenarios"
+PASSING = sorted(
+    p.name
+    for p in (SCENARIOS.iterdir() if SCENARIOS.is_dir() else [])
+    if (p / "scenario.json").exists() and p.name not in EXPECTED_DIFFERENCES
+)
 
 
 @pytest.mark.skipif(not COMPARE.exists(), reason="../shared/conformance is not present beside the project")

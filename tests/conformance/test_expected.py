@@ -1,0 +1,40 @@
+"""``make conformance`` passes when exactly the expected differences differ."""
+
+from __future__ import annotations
+
+import pytest
+
+from .expected import EXPECTED_DIFFERENCES
+from .run import judge
+from .test_corpus import SCENARIOS
+
+ASK, REPLACE, DNS = sorted(EXPECTED_DIFFERENCES)
+
+
+def result(name: str, status: str) -> dict[str, object]:
+    return {"name": name, "status": status}
+
+
+def test_exactly_the_expected_differences_pass() -> None:
+    results = [result("simple-headless", "PASS"), *(result(n, "FAIL") for n in EXPECTED_DIFFERENCES)]
+    assert judge(results) == (sorted(EXPECTED_DIFFERENCES), [], [])
+
+
+def test_another_difference_fails() -> None:
+    results = [result("simple-headless", "FAIL"), *(result(n, "FAIL") for n in EXPECTED_DIFFERENCES)]
+    assert judge(results)[1] == ["simple-headless"]
+
+
+def test_an_expected_difference_that_passes_fails_the_list() -> None:
+    results = [result(ASK, "PASS"), result(REPLACE, "FAIL"), result(DNS, "FAIL")]
+    assert judge(results) == (sorted([REPLACE, DNS]), [], [ASK])
+
+
+def test_only_the_selected_scenarios_are_expected_to_differ() -> None:
+    """``make conformance ARGS="--only simple-headless"`` passes on its own."""
+    assert judge([result("simple-headless", "PASS")]) == ([], [], [])
+
+
+@pytest.mark.skipif(not SCENARIOS.is_dir(), reason="../shared/conformance is not present beside the project")
+def test_every_expected_difference_names_a_corpus_scenario() -> None:
+    assert {n for n in EXPECTED_DIFFERENCES if not (SCENARIOS / n / "scenario.json").exists()} == set()
