@@ -145,8 +145,11 @@ def decode_envelope(text: str | bytes, *, where: str | None = None) -> tuple[Env
 def _loads(text: str | bytes, where: str | None) -> Any:
     try:
         return json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CodecError(f"malformed JSON: {exc}", where=where) from None
+    except (ValueError, RecursionError) as exc:
+        # ValueError: malformed JSON, bytes that are not UTF-8, an integer longer than
+        # Python converts (4,300 digits); RecursionError: nesting deeper than the stack.
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise CodecError(f"malformed JSON: {why}", where=where) from None
 
 
 def _describe(exc: BaseException) -> str:

@@ -9,6 +9,7 @@ Kept free of attrs and trio so that ``initialize`` can be answered before they l
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, NamedTuple, TypeGuard
 
 PARSE_ERROR = -32700
@@ -93,9 +94,19 @@ def _valid_id(value: Any) -> TypeGuard[RequestId]:
 def parse_frame(line: bytes | str) -> Frame:
     """One line of the stream as a frame; never raises."""
     try:
-        data = json.loads(line)
-    except (ValueError, UnicodeDecodeError) as exc:
-        return Invalid(None, RpcError(PARSE_ERROR, "Parse error", {"details": str(exc)}))
+        # Strict UTF-8 first: ``json.loads`` of bytes lets encoded surrogates through.
+        text = line.decode("utf-8") if isinstance(line, bytes) else line
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        # ValueError: not JSON, not UTF-8, an integer too long to convert (4,300 digits).
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        return Invalid(None, RpcError(PARSE_ERROR, "Parse error", {"details": why}))
+    if _SURROGATE_ESCAPE.search(text) is not None and not _encodable(data):
+        rid = data.get("id") if isinstance(data, dict) else None
+        return Invalid(
+            rid if _valid_id(rid) and _encodable(rid) else None,
+            RpcError(INVALID_REQUEST, "Invalid Request", {"details": "a string holds a lone surrogate: not Unicode"}),
+        )
     if not isinstance(data, dict) or data.get("jsonrpc") != "2.0":
         return Invalid(
             data.get("id") if isinstance(data, dict) and _valid_id(data.get("id")) else None,
@@ -122,6 +133,20 @@ def parse_frame(line: bytes | str) -> Frame:
             return Response(rid, None, RpcError.from_json(data["error"]))
         return Response(rid, data.get("result"), None)
     return Invalid(rid if _valid_id(rid) else None, RpcError(INVALID_REQUEST, "Invalid Request"))
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""How a lone surrogate gets into strict UTF-8 JSON: an escape. Pairs (emoji written by
+``ensure_ascii`` encoders) decode to one character; the full check runs only when one
+of these escapes appears."""
+
+
+def _encodable(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, ValueError, RecursionError):
+        return False
+    return True
 
 
 def result_frame(rid: RequestId, result: Any) -> dict[str, Any]:

@@ -227,7 +227,8 @@ class AcpServer:
     def _notification(self, note: Notification) -> None:
         if note.method == "session/cancel":
             params = note.params if isinstance(note.params, dict) else {}
-            session = self.sessions.get(str(params.get("sessionId")))
+            sid = params.get("sessionId")
+            session = self.sessions.get(sid) if isinstance(sid, str) else None
             if session is not None:
                 session.cancel()
         # Other notifications ($/cancel_request, extensions) need no answer.

@@ -357,6 +357,17 @@ class ConnectionActor:
             await self._send(
                 ProtocolError(request_id=rid, code=exc.code, message=exc.message, session_id=msg.session_id)
             )
+        except _Closed:
+            raise
+        except Exception as exc:
+            # A request this daemon fails on (a bug, an input nobody foresaw) is answered
+            # and logged; the connection and its other requests carry on.
+            log.exception("%s: %s failed", self.address, type(msg).__name__)
+            await self._send(
+                ProtocolError(
+                    request_id=rid, code="failed", message=f"{type(msg).__name__} failed: {exc!r}"[:2000], session_id=msg.session_id
+                )
+            )
 
     async def _dispatch(self, msg: Message, port: Port) -> None:
         core = self.core

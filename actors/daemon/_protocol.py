@@ -14,11 +14,12 @@ once. A connection that needs a token (TCP) is closed on the first error before 
 from __future__ import annotations
 
 import hmac
+import re
 
 import attrs
 
 from bus import CodecError
-from bus.codec import decode
+from bus.codec import decode, encode
 from bus.messages import (
     PROTOCOL_VERSION,
     Answer,
@@ -137,9 +138,20 @@ class ConnectionRules:
         if isinstance(frame, Oversized):
             return self._error(None, "frame_too_large", f"frame of {frame.size} bytes exceeds {MAX_FRAME}")
         try:
-            msg = decode(frame)
+            text = frame.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return self._error(None, "bad_frame", f"not UTF-8: {exc}")
+        try:
+            msg = decode(text)
         except CodecError as exc:
             return self._error(None, "bad_frame", str(exc))
+        if _SURROGATE_ESCAPE.search(text) is not None and not _encodable(msg):
+            rid = getattr(msg, "request_id", None)
+            return self._error(
+                rid if isinstance(rid, str) and _encodable(rid) else None,
+                "bad_frame",
+                "text with a lone surrogate (a \\uD800-\\uDFFF escape not in a pair) is not Unicode",
+            )
         return self.admit(msg)
 
     def admit(self, msg: Message) -> Message | ProtocolError:
@@ -184,6 +196,20 @@ class ConnectionRules:
                 session_id=session_id,
             )
         return ProtocolError(request_id=rid, code=code, message=message, fatal=fatal, session_id=session_id)
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""Where a lone surrogate can come from once the frame is strict UTF-8: a JSON escape.
+Pairs (how ``ensure_ascii`` JSON writes emoji) are fine; the check runs only when one
+of these appears."""
+
+
+def _encodable(value: Message | str) -> bool:
+    try:
+        (value if isinstance(value, str) else encode(value)).encode("utf-8")
+    except (UnicodeEncodeError, CodecError, RecursionError):
+        return False
+    return True
 
 
 def _value_problem(msg: Message) -> str | None:

@@ -1,0 +1,100 @@
+"""Frames built to break a decoder: nesting deeper than the stack, integers longer than
+Python converts, lone surrogates, bytes that are not UTF-8. Each gets one ``bad_frame``
+reply (with the request id when the frame had a readable one), the connection goes on
+serving, and nothing is logged as a failure (issue 17, defect 10)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+import trio
+
+from bus.codec import decode, encode
+from bus.messages import (
+    PROTOCOL_VERSION,
+    Hello,
+    ListSessions,
+    Message,
+    ProtocolError,
+    SessionList,
+    Welcome,
+)
+from tests.daemon._helpers import running_daemon
+
+
+def frame(msg: Message) -> bytes:
+    return (encode(msg) + "\n").encode()
+
+
+def list_sessions_with(workspace_json: str, rid: str = "ls") -> bytes:
+    """A ListSessions frame whose workspace is the given JSON text, written raw."""
+    return b'{"type":"ListSessions","request_id":"%s","workspace":%s}\n' % (rid.encode(), workspace_json.encode())
+
+
+HOSTILE: dict[str, tuple[bytes, str | None]] = {
+    # name: (frame, the request id the reply must carry)
+    "deep array": (b"[" * 100_000 + b"\n", None),
+    "deep field": (list_sessions_with("[" * 50_000 + "]" * 50_000), None),
+    "deep but parsable arguments": (
+        b'{"type":"CallTool","session_id":"s","request_id":"c","name":"ls","args":{"a":'
+        + b"[" * 700 + b"]" * 700 + b"}}\n",
+        None,
+    ),
+    "huge integer": (b'{"type":"Subscribe","session_id":"s","request_id":"i","from_seq":' + b"9" * 5000 + b"}\n", None),
+    "lone surrogate in a field": (list_sessions_with('"\\ud800"', "sur"), "sur"),
+    "lone low surrogate in a field": (list_sessions_with('"x\\uDC00y"', "low"), "low"),
+    "lone surrogate in the request id": (b'{"type":"ListSessions","request_id":"\\udbff","workspace":""}\n', None),
+    "encoded surrogate bytes": (b'{"type":"ListSessions","request_id":"e","workspace":"\xed\xa0\x80"}\n', None),
+    "not UTF-8": (b'{"type":"ListSessions","request_id":"u","workspace":"\xff\xfe"}\n', None),
+    "truncated": (b'{"type":"ListSessions","request_id":"t","works\n', None),
+}
+
+
+async def read_reply(stream: trio.SocketStream, buf: bytearray) -> Message | None:
+    while b"\n" not in buf:
+        data = await stream.receive_some(1 << 16)
+        if not data:
+            return None
+        buf += data
+    nl = buf.index(b"\n")
+    line = bytes(buf[:nl])
+    del buf[: nl + 1]
+    return decode(line)
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+async def test_a_hostile_frame_is_answered_bad_frame_and_the_connection_serves_on(
+    home: Path, name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    data, rid = HOSTILE[name]
+    with trio.fail_after(20):
+        async with running_daemon(home):
+            stream = await trio.open_unix_socket(str(home / "run" / "daemon.sock"))
+            buf = bytearray()
+            await stream.send_all(frame(Hello(request_id="h", protocol=PROTOCOL_VERSION)))
+            assert isinstance(await read_reply(stream, buf), Welcome)
+            await stream.send_all(data + frame(ListSessions(request_id="after")))
+            error = await read_reply(stream, buf)
+            assert isinstance(error, ProtocolError), error
+            assert (error.code, error.request_id, error.fatal) == ("bad_frame", rid, False)
+            served = await read_reply(stream, buf)
+            assert isinstance(served, SessionList) and served.request_id == "after"
+            await stream.aclose()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "a connection failed"
+
+
+async def test_surrogate_pairs_are_text_not_errors(home: Path) -> None:
+    """JSON written with ``ensure_ascii`` escapes emoji as surrogate pairs: accepted."""
+    with trio.fail_after(20):
+        async with running_daemon(home):
+            stream = await trio.open_unix_socket(str(home / "run" / "daemon.sock"))
+            buf = bytearray()
+            await stream.send_all(frame(Hello(request_id="h", protocol=PROTOCOL_VERSION)))
+            assert isinstance(await read_reply(stream, buf), Welcome)
+            await stream.send_all(list_sessions_with(json.dumps("\N{GRINNING FACE} ws"), "pair"))
+            served = await read_reply(stream, buf)
+            assert isinstance(served, SessionList) and served.request_id == "pair"
+            await stream.aclose()
