@@ -7,6 +7,7 @@ Not registered in ``make bench`` by itself: add ``bench_hooks`` to ``EXTRA`` in
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -27,13 +28,14 @@ def _settings(command: str) -> dict[str, object]:
 
 
 def _per_call_ns(fn: Callable[[], object], n: int = 200_000) -> float:
-    best = float("inf")
+    """The median of 5 runs of ``n`` calls, per call."""
+    runs = []
     for _ in range(5):
         started = time.perf_counter_ns()
         for _ in range(n):
             fn()
-        best = min(best, (time.perf_counter_ns() - started) / n)
-    return best
+        runs.append((time.perf_counter_ns() - started) / n)
+    return statistics.median(runs)
 
 
 def bench_has_hooks(record: Record) -> None:
@@ -63,7 +65,7 @@ async def _round_trips(n: int, command: str, cwd: str) -> float:
     client = bus.connect("client")
     async with trio.open_nursery() as nursery:
         await nursery.start(actor.run)
-        best = float("inf")
+        runs = []
         for i in range(n):
             started = time.perf_counter()
             await client.send(
@@ -79,27 +81,27 @@ async def _round_trips(n: int, command: str, cwd: str) -> float:
             )
             reply = (await client.receive()).message
             assert isinstance(reply, HooksFinished) and reply.ran == 1 and not reply.failed, reply
-            best = min(best, time.perf_counter() - started)
+            runs.append(time.perf_counter() - started)
         nursery.cancel_scope.cancel(reason="bench over")
-    return best
+    return statistics.median(runs)
 
 
 async def _spawn_only(n: int) -> float:
-    best = float("inf")
+    runs = []
     for _ in range(n):
         started = time.perf_counter()
         await trio.run_process(["bash", "-c", "true"], stdin=b"")
-        best = min(best, time.perf_counter() - started)
-    return best
+        runs.append(time.perf_counter() - started)
+    return statistics.median(runs)
 
 
 def bench_hook_round_trip(record: Record) -> None:
-    """``RunHooks`` → ``HooksFinished`` with one trivial matching hook (best of 20)."""
+    """``RunHooks`` → ``HooksFinished`` with one trivial matching hook (median of 20)."""
     with tempfile.TemporaryDirectory() as cwd:
         baseline = trio.run(_spawn_only, 20)
         value = trio.run(_round_trips, 20, 'cat >/dev/null; echo \'{"decision":"allow"}\'', cwd)
     record(
-        "hooks: one trivial matching hook, RunHooks -> HooksFinished",
+        "hooks: one trivial matching hook, RunHooks -> HooksFinished (median of 20)",
         value * 1000,
         "ms",
         baseline=baseline * 1000,
