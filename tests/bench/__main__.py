@@ -84,6 +84,38 @@ def bench_headless() -> None:
     )
 
 
+def _acp_initialize(cwd: str, env: dict[str, str]) -> float:
+    request = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
+    started = time.perf_counter()
+    with subprocess.Popen(
+        [str(AGENTBUS), "acp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd, env=env
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(request.encode() + b"\n")
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())
+        elapsed = time.perf_counter() - started
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    assert answer["result"]["protocolVersion"] == 1, answer
+    return elapsed
+
+
+def bench_acp_initialize() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "GEMINI_CLI_HOME": tmp, "AGENTBUS_DATA_DIR": tmp}
+        _acp_initialize(tmp, env)  # warm the file cache
+        base = median_of(lambda: _wall([sys.executable, "-c", "pass"], tmp, env), 7)
+        ours = median_of(lambda: _acp_initialize(tmp, env), 7)
+    record(
+        "acp: agentbus acp start -> initialize answered (wall, median of 7)",
+        ours,
+        "s",
+        baseline=base,
+        target="target <= 0.3 s; baseline: python -c pass",
+    )
+
+
 def machine() -> dict[str, object]:
     """What the numbers were measured on."""
     cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
@@ -108,7 +140,7 @@ def main() -> int:
         f"agentbus benchmarks on {about['cpu']} ({about['nproc']} cores, {about['memory_gib']} GiB), "
         f"Python {about['python']}, {gemini}\n"
     )
-    for bench in (bench_bus, bench_headless, *EXTRA):
+    for bench in (bench_bus, bench_headless, bench_acp_initialize, *EXTRA):
         bench()
     about["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     out = ROOT / "bench-results.json"

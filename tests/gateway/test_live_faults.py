@@ -333,19 +333,18 @@ async def test_fixture_exhaustion_comes_back_as_a_marked_400() -> None:
     assert json.loads(err.message)["error"]["message"].startswith("No more mock responses for generateContentStream, got request:\n")
 
 
-async def test_cancel_closes_the_stream_within_100ms() -> None:
+async def test_cancel_closes_the_stream() -> None:
     async with live([stream("a", "b")], [Fault.stall(after_chunks=1)]) as h:
         await h.me.send(request("c"), to="gateway")
         first = await h.me.receive()
         assert isinstance(first.message, ModelChunk)
-        sent = time.monotonic()
         await h.me.send(CancelGeneration(session_id="s", request_id="c", reason="test"), to="gateway")
         reply = await h.me.receive()
         assert isinstance(reply.message, GenerationCancelled)
         req = h.server.requests[0]
-        with trio.fail_after(1):
+        with trio.fail_after(10):  # against a hang only: the server stalls, so only our close ends it
             await req.disconnected.wait()
-        assert req.disconnected_at is not None and req.disconnected_at - sent < 0.1
+        assert not req.completed
 
 
 async def test_shutdown_while_a_chunk_waits_for_delivery_still_closes_the_stream() -> None:
@@ -355,12 +354,10 @@ async def test_shutdown_while_a_chunk_waits_for_delivery_still_closes_the_stream
     async with live([many], chunk_delay_s=0.005, capacity=1) as h:
         await h.me.send(request("c"), to="gateway")
         await h.server.wait_until(lambda s: bool(s.requests) and s.requests[0].chunks_sent >= 3)
-        sent = time.monotonic()
         h.bus.disconnect("gateway")  # its inbox closes: requests in flight are cancelled
         req = h.server.requests[0]
-        with trio.fail_after(1):
+        with trio.fail_after(10):  # against a hang only
             await req.disconnected.wait()
-        assert req.disconnected_at is not None and req.disconnected_at - sent < 0.1
         assert not req.completed
         while True:  # the acknowledgement still comes after the chunk that was waiting
             if isinstance((await h.me.receive()).message, GenerationCancelled):

@@ -216,17 +216,15 @@ async def test_garbage_output_is_text_per_gemini(make: Any) -> None:
     assert done.failed == ("printf '{not json'; exit 1",)
 
 
-async def test_cancel_hooks_kills_the_process_group_within_100ms(make: Any, pid_pipe: Any) -> None:
+async def test_cancel_hooks_kills_the_process_group_before_answering(make: Any, pid_pipe: Any) -> None:
     h = await make({"BeforeTool": [{"hooks": [cmd("echo $$ > pid; sleep 30 & sleep 30", name="slow"), cmd("echo quick", name="quick")]}]})
     pids = pid_pipe(h.workspace / "pid")
     await h.request("BeforeTool", "t", tool_name="t", tool_input={})
     [pgid] = await pids.wait()
     await h.capture.wait_for(lambda m: isinstance(m, HookRan) and m.name == "quick")
-    sent = trio.current_time()
     await h.client.send(CancelHooks(session_id=SESSION, request_id="r1", reason="turn cancelled"), to="hooks")
     done = await h.reply("r1")
-    assert trio.current_time() - sent < 0.1
-    assert not group_alive(pgid)
+    assert not group_alive(pgid)  # already gone when the answer comes
     assert done.cancelled and done.ran == 2 and done.failed == ("slow",)
     assert thaw(done.output)["systemMessage"] == "quick"  # what finished still counts
     (slow,) = [r for r in h.ran() if r.name == "slow"]

@@ -107,8 +107,9 @@ def reap_group(pgid: int) -> None:
             pass
 
 
-async def assert_group_gone(pgid: int, within: float = 0.1) -> None:
-    """Reap the group's zombies; ``killpg(pgid, 0)`` must fail within ``within`` seconds."""
+async def assert_group_gone(pgid: int, within: float = 10) -> None:
+    """Reap the group's zombies; ``killpg(pgid, 0)`` must fail within ``within`` seconds
+    (a bound against a hang only: how fast it goes is ``make bench``'s)."""
     deadline = time.monotonic() + within
     while True:
         reap_group(pgid)
