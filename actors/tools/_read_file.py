@@ -640,7 +640,8 @@ def _run_read(args: dict[str, Any], env: ToolEnv) -> ToolResult:
                 f"--- FILE CONTENT (truncated) ---\n{result.llm_content}"
             )
     else:
-        content = (result.llm_content,)
+        # One part, not a list: hooks see Gemini's ``llmContent`` as the tool returned it.
+        content = result.llm_content
     return ToolResult(llm_content=content, return_display=result.return_display or "")
 
 

@@ -151,10 +151,10 @@ async def test_binary_and_media(tmp_path: Path) -> None:
 
     out = await call(TOOL, env, file_path="pic.png")
     data = base64.b64encode(png).decode()
-    assert out.llm == [{"inlineData": {"data": data, "mimeType": "image/png"}}]
+    assert out.llm == {"inlineData": {"data": data, "mimeType": "image/png"}}  # one part
     assert out.display == "Read image file: pic.png"
     out = await call(TOOL, env, file_path="doc.pdf")
-    assert out.llm[0]["inlineData"]["mimeType"] == "application/pdf"
+    assert out.llm["inlineData"]["mimeType"] == "application/pdf"
     assert out.display == "Read pdf file: doc.pdf"
     out = await call(TOOL, env, file_path="blob.bin")
     assert out.llm == "Cannot display content of binary file: blob.bin"
@@ -173,7 +173,7 @@ async def test_audio(tmp_path: Path) -> None:
     (env.workspace / "notes.mp3").write_text("actually text")
     (env.workspace / "song.mid").write_bytes(noise)
     out = await call(TOOL, env, file_path="a.mp3")
-    assert out.llm[0]["inlineData"]["mimeType"] == "audio/mpeg"
+    assert out.llm["inlineData"]["mimeType"] == "audio/mpeg"
     assert out.display == "Read audio file: a.mp3"
     assert (await call(TOOL, env, file_path="notes.mp3")).llm == "actually text"
     out = await call(TOOL, env, file_path="song.mid")
