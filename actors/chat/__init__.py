@@ -35,15 +35,26 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="agentbus chat",
         description="A terminal chat on the agentbus daemon.",
-        epilog=HELP,
+        epilog=HELP
+        + "\nSessions run in the daemon: their recordings go to its data directory (agentbus daemon"
+        " --data-dir,\nelse $AGENTBUS_DATA_DIR ...), their policies come from settings and"
+        " ~/.gemini/policies/.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("-r", "--resume", metavar="ID", help="resume a session: its id, its number in /sessions, or latest")
     p.add_argument("-m", "--model", default="", help="model of a new session")
     p.add_argument("--approval-mode", choices=MODES, default="", help="approval mode of a new session")
     p.add_argument("-y", "--yolo", action="store_true", help="same as --approval-mode yolo")
-    p.add_argument("--fake-responses", default="", help="serve the model from a Gemini CLI fake-responses file")
-    p.add_argument("--fake-chunk-delay-ms", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--fake-responses", default="", metavar="FILE", help="serve the model from a Gemini CLI fake-responses file"
+    )
+    p.add_argument(
+        "--fake-chunk-delay-ms",
+        type=int,
+        default=0,
+        metavar="MS",
+        help="with --fake-responses: wait this long between streamed chunks (to watch streaming)",
+    )
     p.add_argument(
         "--connect",
         metavar="tcp://HOST:PORT",

@@ -25,15 +25,23 @@ from ..tools._agent_defs import acknowledge, load_registry
 from . import _settings
 
 
-def main(argv: Sequence[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="agentbus agents", description="List the subagents of this workspace."
+        prog="agentbus agents",
+        description="List the subagents of this workspace (built in, ~/.gemini/agents/*.md, "
+        ".gemini/agents/*.md) and any definition that failed to load.",
     )
     parser.add_argument(
-        "--acknowledge", action="store_true", help="trust this project's agent files"
+        "--acknowledge",
+        action="store_true",
+        help="trust this project's agent files as they are now (again after each change)",
     )
-    parser.add_argument("-o", "--output-format", choices=("text", "json"), default="text")
-    args = parser.parse_args(list(argv))
+    parser.add_argument("-o", "--output-format", choices=("text", "json"), default="text", help="text (default) or json")
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(list(argv))
     workspace = Path(os.getcwd()).resolve()
     home = _settings.gemini_home()
     names = [t.name for t in builtin_tools("", agents=True)]

@@ -75,31 +75,74 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="agentbus",
         description=(
-            "Gemini CLI's agent runtime on a bus of trio actors. Headless: agentbus -p PROMPT. "
-            "Other commands: agentbus daemon | chat | acp | replay FILE | tool NAME."
+            "Gemini CLI's agent runtime on a bus of trio actors. Headless: agentbus -p PROMPT "
+            "(Gemini CLI's flags, output and exit codes). Other commands, each with its own "
+            "--help: agentbus chat | daemon | acp | tool NAME | agents | replay FILE."
+        ),
+        epilog=(
+            "Exit codes: 0 success, 1 an error (API, tool fatal, bad flags), 41 authentication, "
+            "42 bad input, 52 configuration, 53 turn limit, 130 cancelled."
         ),
         allow_abbrev=False,
     )
     p.add_argument("query", nargs="*", help="prompt (positional; joined with spaces)")
     p.add_argument("-p", "--prompt", help="run headless with this prompt (stdin is prepended)")
-    p.add_argument("-m", "--model", help="model name, or 'auto' to let the router choose")
-    p.add_argument("-o", "--output-format", choices=OUTPUT_FORMATS)
-    p.add_argument("-y", "--yolo", action="store_true", help="approve every tool call")
-    p.add_argument("--approval-mode", choices=APPROVAL_MODES)
-    p.add_argument("--fake-responses", metavar="FILE", help="serve model responses from FILE (strict)")
-    p.add_argument("--fake-responses-non-strict", metavar="FILE")
-    p.add_argument("--record-responses", metavar="FILE", help="record live responses to FILE")
-    p.add_argument("--skip-trust", action="store_true", help="accepted for compatibility")
-    p.add_argument("--policy", action="append", default=[], metavar="FILE")
-    p.add_argument("--allowed-tools", action="append", default=[], metavar="TOOL")
-    p.add_argument("-r", "--resume", nargs="?", const="latest")
-    p.add_argument("--session-id")
-    p.add_argument("--list-sessions", action="store_true")
-    p.add_argument("--delete-session")
-    p.add_argument("-d", "--debug", action="store_true")
-    p.add_argument("--raw-output", action="store_true")
-    p.add_argument("--accept-raw-output-risk", action="store_true")
-    p.add_argument("--data-dir", help="where recordings go (default: XDG data home)")
+    p.add_argument("-m", "--model", help="model name, or 'auto' to let the router choose (default: settings, then auto)")
+    p.add_argument(
+        "-o", "--output-format", choices=OUTPUT_FORMATS, help="text (default: the output.format setting, else text), json or stream-json"
+    )
+    p.add_argument("-y", "--yolo", action="store_true", help="approve every tool call (same as --approval-mode yolo)")
+    p.add_argument(
+        "--approval-mode",
+        choices=APPROVAL_MODES,
+        help="default: ask (headless: refuse) what policy does not allow; auto_edit: allow edits; "
+        "yolo: allow all; plan: read-only tools",
+    )
+    p.add_argument(
+        "--fake-responses",
+        metavar="FILE",
+        help="serve model responses from FILE, Gemini CLI's format, line by line in order (strict); "
+        "with -m auto the router's classifier takes a line of its own",
+    )
+    p.add_argument(
+        "--fake-responses-non-strict",
+        metavar="FILE",
+        help="as --fake-responses, but each call takes the first remaining line of its own method",
+    )
+    p.add_argument("--record-responses", metavar="FILE", help="append live responses to FILE in the fake-responses format")
+    p.add_argument("--skip-trust", action="store_true", help="accepted for compatibility (folder trust is not implemented)")
+    p.add_argument(
+        "--policy", action="append", default=[], metavar="FILE", help="a policy TOML file or folder (repeatable)"
+    )
+    p.add_argument(
+        "--allowed-tools",
+        action="append",
+        default=[],
+        metavar="TOOL",
+        help="tools allowed without asking (comma-separated or repeated)",
+    )
+    p.add_argument(
+        "-r",
+        "--resume",
+        nargs="?",
+        const="latest",
+        metavar="latest|N|ID",
+        help="resume a session of this project: the latest (no value), its number in "
+        "--list-sessions, or its id",
+    )
+    p.add_argument("--session-id", metavar="ID", help="start a new session with this id (exit 42 if it is taken)")
+    p.add_argument("--list-sessions", action="store_true", help="list this project's sessions, oldest first, and exit")
+    p.add_argument("--delete-session", metavar="N|ID", help="delete a session (its number in --list-sessions or its id) and exit")
+    p.add_argument("-d", "--debug", action="store_true", help="accepted for compatibility (no effect headless)")
+    p.add_argument(
+        "--raw-output", action="store_true", help="keep ANSI escape sequences in the model's text (default: stripped)"
+    )
+    p.add_argument("--accept-raw-output-risk", action="store_true", help="same as --raw-output (Gemini CLI's flag to silence its warning)")
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="where recordings go (default: $AGENTBUS_DATA_DIR, else $XDG_DATA_HOME/agentbus, else ~/.local/share/agentbus)",
+    )
     return p
 
 

@@ -105,12 +105,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output-format", choices=("text", "json"), default="text", help="text (default) or json")
     p.add_argument("--approval-mode", choices=APPROVAL_MODES, default=None, help="the session's approval mode")
     p.add_argument("-y", "--yolo", action="store_true", help="same as --approval-mode yolo")
-    p.add_argument("-m", "--model", default=None, help="the model that tools using one call (web_fetch...)")
+    p.add_argument("-m", "--model", default=None, help="the model of tools that call one (web_fetch, google_web_search)")
     p.add_argument("--policy", action="append", default=[], metavar="FILE", help="policy files or directories")
     p.add_argument("--allowed-tools", action="append", default=[], metavar="NAME", help="tools allowed without asking")
     p.add_argument("--list", action="store_true", help="list the tools with a line about each, and exit")
-    p.add_argument("--data-dir", default=None, help="where the session's recording goes")
-    p.add_argument("--fake-responses", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--data-dir", default=None, metavar="DIR", help="where the session's recording goes")
+    p.add_argument(
+        "--fake-responses",
+        default=None,
+        metavar="FILE",
+        help="serve the model calls of tools that make one from FILE (Gemini CLI's fake-responses format)",
+    )
     return p
 
 

@@ -32,9 +32,10 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import attrs
 import trio
 
 from ..gateway import Backend
@@ -55,10 +56,33 @@ STOP_WAIT_S = 5.0
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="agentbus daemon", description="Run or control the agentbus daemon.")
-    p.add_argument("action", nargs="?", choices=("start", "status", "stop"), default="start")
+    p = argparse.ArgumentParser(
+        prog="agentbus daemon",
+        description="Run or control the agentbus daemon (one per user; agentbus chat and "
+        "agentbus acp --attach start it when none runs).",
+    )
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=("start", "status", "stop"),
+        default="start",
+        help="start (default: in the foreground, logging on stderr), status (exit 1: none runs), "
+        "stop (turns cancelled, recordings flushed)",
+    )
     p.add_argument("--detach", action="store_true", help="start in the background and return once it accepts clients")
-    p.add_argument("--stall-timeout", type=float, default=Limits().stall_timeout_s, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="where its sessions' recordings go (default: $AGENTBUS_DATA_DIR, else "
+        "$XDG_DATA_HOME/agentbus, else ~/.local/share/agentbus)",
+    )
+    p.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=Limits().stall_timeout_s,
+        metavar="SECONDS",
+        help=f"drop a client that stops reading for this long with its send buffer full (default {Limits().stall_timeout_s:g})",
+    )
     p.add_argument(
         "--listen-tcp",
         metavar="[HOST:]PORT",
@@ -91,9 +115,10 @@ def main(argv: Sequence[str]) -> int:
     except TcpConfigError as exc:
         sys.stderr.write(f"agentbus daemon: {exc}\n")
         return 2
+    data_dir = Path(args.data_dir).resolve() if args.data_dir else None
     if args.detach:
-        return _detach(paths, limits, tcp)
-    return run_foreground(paths, limits, tcp=tcp)
+        return _detach(paths, limits, tcp, data_dir=data_dir)
+    return run_foreground(paths, limits, tcp=tcp, data_dir=data_dir)
 
 
 def _tcp_listen(args: argparse.Namespace) -> TcpListen | None:
@@ -106,18 +131,26 @@ def _tcp_listen(args: argparse.Namespace) -> TcpListen | None:
     return TcpListen(host=host, port=port, token=token, allow_remote=args.allow_remote)
 
 
-def _live_backend() -> Backend:
-    from ..cli._headless import auth_type_from_env
+def _live_backend(auth_env: Mapping[str, str], auth_type: str | None) -> Backend:
     from ..gateway import live_backend
 
-    return live_backend(auth_type=auth_type_from_env(os.environ))
+    return live_backend(auth_env, auth_type=auth_type)
 
 
 def run_foreground(
-    paths: DaemonPaths, limits: Limits, ready_fd: int | None = None, *, tcp: TcpListen | None = None
+    paths: DaemonPaths,
+    limits: Limits,
+    ready_fd: int | None = None,
+    *,
+    tcp: TcpListen | None = None,
+    data_dir: Path | None = None,
 ) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s agentbus daemon: %(message)s", stream=sys.stderr)
+    # One line per HTTP request is noise; a failed model request is logged by the daemon.
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
     config = DaemonConfig(paths=paths, limits=limits, live_backend=_live_backend, handle_signals=True, tcp=tcp)
+    if data_dir is not None:
+        config = attrs.evolve(config, data_dir=data_dir)
 
     async def run() -> None:
         async with trio.open_nursery() as nursery:
@@ -156,7 +189,7 @@ def _first(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> BaseEx
     return None
 
 
-def _detach(paths: DaemonPaths, limits: Limits, tcp: TcpListen | None = None) -> int:
+def _detach(paths: DaemonPaths, limits: Limits, tcp: TcpListen | None = None, *, data_dir: Path | None = None) -> int:
     """Fork a daemon into its own session; report once it is ready (or why not)."""
     from ._paths import prepare_runtime_dir
 
@@ -180,7 +213,7 @@ def _detach(paths: DaemonPaths, limits: Limits, tcp: TcpListen | None = None) ->
         os.close(log_fd)
         code = 1
         try:
-            code = run_foreground(paths, limits, ready_fd=write_end, tcp=tcp)
+            code = run_foreground(paths, limits, ready_fd=write_end, tcp=tcp, data_dir=data_dir)
         finally:
             os._exit(code)
     os.close(write_end)

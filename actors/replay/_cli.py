@@ -33,6 +33,7 @@ import attrs
 import trio
 import trio.testing
 
+from ..cli._args import APPROVAL_MODES
 from ..recorder import Recording, RecordingError, TornLine, load_recording
 from ._run import (
     ReplayOptions,
@@ -58,12 +59,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", metavar="FILE", help="a recording (.jsonl), a fake-responses file, or a scenario folder")
     p.add_argument("--check", action="store_true", help="compare with the recording; exit 1 at the first difference")
-    p.add_argument("--tools", choices=("recorded", "live"), default="recorded")
-    p.add_argument("--workspace", metavar="DIR", help="live tools run in a fresh copy of DIR")
-    p.add_argument("-o", "--output-format", choices=("human", "text", "json", "stream-json", "none"), default="human")
-    p.add_argument("-p", "--prompt", help="the prompt (fake-responses files)")
+    p.add_argument(
+        "--tools",
+        choices=("recorded", "live"),
+        default="recorded",
+        help="recorded (default): tools answer from the recording; live: they run again (see --workspace)",
+    )
+    p.add_argument(
+        "--workspace", metavar="DIR", help="with --tools live: the tools run in a fresh copy of DIR (a scenario's workspace/ by default)"
+    )
+    p.add_argument(
+        "-o",
+        "--output-format",
+        choices=("human", "text", "json", "stream-json", "none"),
+        default="human",
+        help="human (default): the session as a person would follow it; text, json, stream-json: "
+        "headless output; none: nothing (with --check, only the verdict)",
+    )
+    p.add_argument("-p", "--prompt", help="the prompt (fake-responses files; a scenario folder's own by default)")
     p.add_argument("-m", "--model", help="the model (fake-responses files)")
-    p.add_argument("--approval-mode", default=None, help="approval mode (fake-responses files; default yolo)")
+    p.add_argument(
+        "--approval-mode",
+        choices=APPROVAL_MODES,
+        default=None,
+        help="the approval mode (fake-responses files; default yolo)",
+    )
     return p
 
 

@@ -123,3 +123,18 @@ async def test_a_killed_daemon_restarts_and_the_session_reloads_with_a_valid_his
 
 def _unused(e: Envelope, u: ToolCallUpdated) -> None:
     del e, u
+
+
+async def test_data_dir_flag_puts_the_sessions_recordings_there(home: Path) -> None:
+    elsewhere = home / "elsewhere"
+    fake = write_responses(home / "f.responses", text_response("Hello"))
+    async with (
+        daemon_process(home, "--data-dir", str(elsewhere)),
+        open_client(DaemonPaths(home / "run"), start=False) as client,
+    ):
+        ready = await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")
+        await client.subscribe(ready.session_id, from_seq=1)
+        await client.prompt(ready.session_id, "hi")
+        await events_until(client)
+        assert (elsewhere / "sessions" / f"{ready.session_id}.jsonl").is_file()
+        assert not (home / "data" / "sessions" / f"{ready.session_id}.jsonl").exists()
