@@ -11,7 +11,8 @@ Owns: the socket, a bounded send buffer (``Limits.send_frames`` frames) drained 
 writer task, one follower task per subscription.
 Stops: when the client closes the socket; on a fatal protocol error (after the error
 frame is flushed, bounded); on TCP, when no ``Hello`` with the token came within
-``hello_timeout_s``; when its client stops reading for ``stall_timeout_s`` with
+``hello_timeout_s``, or when the daemon drops it still waiting for one to make room for a
+newer connection (``drop_before_hello``); when its client stops reading for ``stall_timeout_s`` with
 a full buffer; when the daemon stops (after a ``DaemonStopping`` notice). Pending tool
 calls it asked for are cancelled.
 
@@ -114,8 +115,10 @@ class Limits:
     max_frame: int = MAX_FRAME
     token: str = ""
     """The token ``Hello`` must carry (TCP connections); empty: none needed (Unix socket)."""
-    hello_timeout_s: float = 10.0
-    """A connection that needs a token and has not presented it by then is closed."""
+    hello_timeout_s: float = 3.0
+    """A connection that needs a token and has not presented it by then is closed (a
+    client sends its ``Hello`` at once: this bounds how long a silent one holds a place
+    among those that wait for theirs)."""
     socket_send_buffer: int | None = None
     """``SO_SNDBUF`` of each client socket (None: the system's default)."""
 
@@ -162,6 +165,11 @@ class ConnectionActor:
     @property
     def client(self) -> str:
         return self.rules.hello.client if self.rules.hello is not None else ""
+
+    @property
+    def waits_for_hello(self) -> bool:
+        """A connection that needs the token, has not presented it, and is not closing."""
+        return bool(self.limits.token) and self.rules.hello is None and not self._stop.is_set()
 
     def summary(self) -> ConnectionSummary:
         return ConnectionSummary(
@@ -212,10 +220,13 @@ class ConnectionActor:
 
     async def _require_hello(self) -> None:
         await trio.sleep(self.limits.hello_timeout_s)
+        self.drop_before_hello("no Hello with the token in time")
+
+    def drop_before_hello(self, why: str) -> None:
+        """Close a connection that has not presented the token (yet): a timeout, or the
+        daemon making room for a newer one. Nothing happens once it has."""
         if self.rules.hello is None and not self._stop.is_set():
-            self._notice_nowait(
-                ProtocolError(request_id=None, code="bad_token", message="no Hello with the token in time", fatal=True)
-            )
+            self._notice_nowait(ProtocolError(request_id=None, code="bad_token", message=why, fatal=True))
             self._closing = True
             self._out_send.close()
             self._stop.set()

@@ -184,7 +184,10 @@ async def _open_tcp_listeners(tcp: TcpListen) -> list[trio.SocketListener]:
 
 
 MAX_TCP_BEFORE_HELLO = 32
-"""TCP connections at most that have not presented the token yet."""
+"""TCP connections at most that have not presented the token yet. They are a pool of
+their own: the connections that did present it never count against it, and a new
+connection takes the place of the oldest one still waiting (which has had the longest
+to say hello), so silent connections cannot lock clients with the token out."""
 
 
 async def _accept(daemon: Daemon, listener: trio.SocketListener, nursery: trio.Nursery, token: str = "") -> None:
@@ -199,15 +202,18 @@ async def _accept(daemon: Daemon, listener: trio.SocketListener, nursery: trio.N
             continue
         if token:
             peer = _peer_name(stream)
-            waiting = sum(
-                1 for c in daemon.connections.values() if c.limits.token and c.rules.hello is None
-            )
-            if waiting >= MAX_TCP_BEFORE_HELLO:
-                # Connections that have not shown the token yet are bounded: nobody can
-                # use up the daemon's file descriptors without it.
-                log.warning("refused a tcp connection from %s: %d wait for their hello", peer, waiting)
-                stream.socket.close()
-                continue
+            waiting = [c for c in daemon.connections.values() if c.waits_for_hello]
+            if len(waiting) >= MAX_TCP_BEFORE_HELLO:
+                # Connections that have not shown the token yet are bounded (nobody uses
+                # up the daemon's file descriptors without it), and the newest is let in.
+                oldest = waiting[0]  # ``connections`` keeps the order of acceptance
+                log.warning(
+                    "%s: dropped (no hello yet) for a new tcp connection from %s: %d wait for their hello",
+                    oldest.address,
+                    peer,
+                    len(waiting),
+                )
+                oldest.drop_before_hello("dropped without a Hello: newer connections wait for theirs")
         else:
             uid = peer_uid(stream)
             if uid is not None and uid != os.getuid():

@@ -257,24 +257,3 @@ def test_the_local_token_goes_only_to_loopback(tmp_path: Path, monkeypatch: pyte
         tcp_address("tcp://example.com:7000")
     local = tcp_address("tcp://localhost:7000")  # never ::1 first, where someone else may listen
     assert (local.host, local.port, local.token) == ("127.0.0.1", 7000, "s3cret")
-
-
-async def test_tcp_connections_without_their_hello_are_bounded(home: Path) -> None:
-    from actors.daemon._server import MAX_TCP_BEFORE_HELLO
-
-    with trio.fail_after(20):
-        async with running_daemon(home, tcp=TcpListen(port=0, token=TOKEN)) as daemon:
-            [(host, port)] = daemon.tcp_addresses
-            silent = [await trio.open_tcp_stream(host, port) for _ in range(MAX_TCP_BEFORE_HELLO)]
-            while sum(1 for c in daemon.connections.values() if c.limits.token) < MAX_TCP_BEFORE_HELLO:
-                await trio.lowlevel.checkpoint()  # until the daemon has accepted them all
-            async with await trio.open_tcp_stream(host, port) as extra:
-                assert await extra.receive_some(1024) == b""  # closed at once, nothing said
-            async with open_client(DaemonPaths(home / "run"), client="local", start=False) as local:
-                await local.list_sessions()  # the Unix socket is served meanwhile
-            for stream in silent:
-                await stream.aclose()
-            while any(c.limits.token for c in daemon.connections.values()):
-                await trio.lowlevel.checkpoint()
-            async with open_client(TcpAddress(host=host, port=port, token=TOKEN)) as client:
-                await client.list_sessions()  # room again once they are gone
