@@ -21,7 +21,13 @@ from actors.hooks import (
 )
 from actors.hooks._aggregate import OR_MERGE_EVENTS
 
-OR_EVENTS = sorted(OR_MERGE_EVENTS)
+# Gemini CLI's mergeWithOrDecision events (reference: hookAggregator.ts, §7.4), stated
+# here on their own: the implementation's set must be exactly these.
+OR_EVENTS = ["AfterAgent", "AfterTool", "BeforeAgent", "BeforeTool", "SessionStart"]
+
+
+def test_or_merge_events_are_gemini_clis() -> None:
+    assert sorted(OR_MERGE_EVENTS) == OR_EVENTS
 
 
 @pytest.mark.parametrize("event", [*OR_EVENTS, "BeforeModel", "SessionEnd", "BeforeToolSelection"])

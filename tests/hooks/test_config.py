@@ -167,6 +167,7 @@ def test_config_is_immutable_and_comparable() -> None:
     a = load_hook_config(settings(BeforeAgent=[{"hooks": [cmd("true")]}]))
     b = load_hook_config(settings(BeforeAgent=[{"hooks": [cmd("true")]}]))
     assert a == b
+    assert a != load_hook_config(settings(BeforeAgent=[{"hooks": [cmd("false")]}]))
+    assert a != HookConfig()
     with pytest.raises(AttributeError):
         a.enabled = False  # type: ignore[misc]
-    assert HookConfig() == HookConfig()

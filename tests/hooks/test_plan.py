@@ -73,6 +73,7 @@ def test_events_fired_without_context_ignore_matchers() -> None:
             }
         }
     )
+    assert set(config.definitions) == {"BeforeAgent", "AfterAgent", "BeforeModel", "AfterModel", "BeforeToolSelection", "Notification"}
     for event in config.definitions:
         assert config.has_hooks(event, "anything")
         assert config.has_hooks(event)

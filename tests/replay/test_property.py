@@ -83,7 +83,10 @@ def record_then_replay(entries: list[FakeEntry], script: ClientScript, delay: fl
 def test_recorded_sessions_replay_identically(
     entries: list[FakeEntry], script: ClientScript, delay: float, seed: Any
 ) -> None:
-    cap, loaded, result = record_then_replay(entries, script, delay)
+    assert_recorded_and_replayed(*record_then_replay(entries, script, delay))
+
+
+def assert_recorded_and_replayed(cap: Any, loaded: Any, result: Any) -> None:
     # Invariant 4: the recording is exactly what was delivered, in order, gap-free.
     assert loaded.envelopes == cap.envelopes
     numbers = sorted([e.seq for e in loaded.envelopes] + [n for a, b in loaded.voids for n in range(a, b + 1)])
@@ -104,7 +107,10 @@ def test_scheduler_cancel_race() -> None:
     entries = [
         calls_entry(("probe", {"outcome": "ok", "ms": 0, "out": ["alpha"]}), ("deny_tool", {"outcome": "ok"}), text="alpha")
     ]
-    record_then_replay(entries, ClientScript(cancel_after=20), 0.0)
+    cap, loaded, result = record_then_replay(entries, ClientScript(cancel_after=20), 0.0)
+    assert_recorded_and_replayed(cap, loaded, result)
+    kinds = [type(e.message).__name__ for e in loaded.envelopes]
+    assert "TurnCancelAcknowledged" in kinds and kinds[-1] == "SessionClosed"
 
 
 def test_a_retry_the_cancelled_turn_never_took_reads_no_clock() -> None:
