@@ -92,7 +92,12 @@ def session_setup(
         settings=settings,
     )
     agents_enabled = _settings.get(settings, "experimental.enableAgents") is not False
-    all_tools = {t.name: t for t in builtin_tools(model, agents=agents_enabled)}
+    tracker = _settings.get(settings, "experimental.taskTracker") is True
+    all_tools = {
+        t.name: t
+        for t in builtin_tools(model, tracker_enabled=tracker, agents=agents_enabled)
+        if t.name not in switched_off_tools(settings)
+    }
     try:
         policy, warnings = PolicyEngine.build(
             approval_mode=approval_mode,
@@ -136,6 +141,21 @@ def session_setup(
         if isinstance(depth, int) and not isinstance(depth, bool) and depth >= 1
         else DEFAULT_MAX_DEPTH,
     )
+
+
+def switched_off_tools(settings: Mapping[str, Any]) -> frozenset[str]:
+    """Built-in tools a setting turns off in Gemini CLI: ``useWriteTodos: false`` (no
+    ``write_todos``) and ``general.topicUpdateNarration: false`` (else the deprecated
+    ``experimental.topicUpdateNarration``; no ``update_topic``)."""
+    off: set[str] = set()
+    if _settings.get(settings, "useWriteTodos") is False:
+        off.add("write_todos")
+    narration = _settings.get(settings, "general.topicUpdateNarration")
+    if not isinstance(narration, bool):
+        narration = _settings.get(settings, "experimental.topicUpdateNarration")
+    if narration is False:
+        off.add("update_topic")
+    return frozenset(off)
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

@@ -134,3 +134,20 @@ def test_exclude_with_arguments_excludes_nothing(cwd: Path) -> None:
         "gemini-3-flash-preview", "yolo", {"tools": {"exclude": ["run_shell_command(rm)"]}}
     )
     assert "run_shell_command" in names
+
+
+def test_settings_switch_off_write_todos_and_update_topic(cwd: Path) -> None:
+    """``useWriteTodos: false``, ``experimental.taskTracker`` (its tracker replaces the
+    todo list) and ``general.topicUpdateNarration: false`` (or the deprecated
+    ``experimental`` key) drop the tools, as Gemini's Config does."""
+    on = prepared_tools("gemini-2.5-flash", "yolo", {})
+    assert {"write_todos", "update_topic"} <= set(on)
+    for settings in ({"useWriteTodos": False}, {"experimental": {"taskTracker": True}}):
+        assert "write_todos" not in prepared_tools("gemini-2.5-flash", "yolo", settings)
+    for settings in (
+        {"general": {"topicUpdateNarration": False}},
+        {"experimental": {"topicUpdateNarration": False}},
+    ):
+        assert "update_topic" not in prepared_tools("gemini-2.5-flash", "yolo", settings)
+    kept = {"general": {"topicUpdateNarration": True}, "experimental": {"topicUpdateNarration": False}}
+    assert "update_topic" in prepared_tools("gemini-2.5-flash", "yolo", kept)
