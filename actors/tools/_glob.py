@@ -33,6 +33,7 @@ from ._paths import (
     FileDiscovery,
     NodeFsError,
     error_message,
+    is_within_root,
     locale_sort_key,
     make_relative,
     node_join,
@@ -440,8 +441,20 @@ def glob_files(
                 break
             base = node_join(base, seg.literal)
             start += 1
-        _walk(base, cwd, segments, frozenset({start}), nocase, ignores, seen, results, should_stop)
+        _walk(base, cwd, segments, frozenset({start}), nocase, ignores, seen, results, should_stop, base)
     return results
+
+
+def pattern_base(pattern: str, cwd: str) -> str:
+    """Where a brace-expanded pattern's matches lie: its leading literal segments
+    (``..`` included) joined to ``cwd``, or to ``/`` for an absolute pattern."""
+    absolute, segments = compile_pattern(pattern, nocase=False)
+    base = "/" if absolute else node_resolve(cwd)
+    for seg in segments:
+        if not isinstance(seg, Segment) or seg.literal is None:
+            break
+        base = node_join(base, seg.literal)
+    return base
 
 
 def _walk(
@@ -454,7 +467,10 @@ def _walk(
     seen: set[str],
     results: list[GlobEntry],
     should_stop: Callable[[], bool] | None,
+    floor: str,
 ) -> None:
+    """``floor``: where the walk started; a ``..`` met on the way never climbs above
+    it, so ``*/../../*`` cannot reach what lies outside the checked base."""
     if should_stop is not None and should_stop():
         return
     states = _closure(states, segments)
@@ -466,6 +482,8 @@ def _walk(
         if isinstance(seg, Segment) and seg.literal in (".", ".."):
             # `.` and `..` are never read from the directory; they are walked directly.
             target = node_join(directory, seg.literal)
+            if not is_within_root(target, floor):
+                continue
             _walk(
                 target,
                 cwd,
@@ -476,6 +494,7 @@ def _walk(
                 seen,
                 results,
                 should_stop,
+                floor,
             )
     try:
         names = readdir_sorted(directory)
@@ -514,7 +533,7 @@ def _walk(
             nxt = frozenset(via_regex)
         else:
             continue
-        _walk(full, cwd, segments, nxt, nocase, ignores, seen, results, should_stop)
+        _walk(full, cwd, segments, nxt, nocase, ignores, seen, results, should_stop, floor)
 
 
 def escape_glob(pattern: str) -> str:
@@ -579,6 +598,25 @@ _DESCRIPTION = (
 )
 
 
+def outside_problem(pattern: str, search_dir: str, env: ToolEnv) -> str | None:
+    """Gemini's message for a pattern whose fixed leading part (``/etc/*``,
+    ``../x/*``, a brace alternative ``{../x,y}/*``) lies outside the search directory
+    and outside what the other tools may read; None when every alternative is inside.
+
+    Gemini CLI's glob lists such paths (it confines only ``dir_path``); every other file
+    tool refuses them, so glob does too (docs/differences.md). A ``..`` after a
+    wildcard is held inside by the walk itself (``glob_files``). Raises
+    ``NodeFsError`` when a base cannot be resolved."""
+    for expanded in expand_braces(pattern):
+        base = pattern_base(expanded, search_dir)
+        if is_within_root(base, search_dir):
+            continue
+        problem = validate_path_access(resolve_to_real_path(base), env, "read")
+        if problem is not None:
+            return problem
+    return None
+
+
 def _error(message: str, display: str, error_type: str) -> ToolResult:
     return ToolResult(
         llm_content=message,
@@ -614,7 +652,10 @@ class GlobTool:
         pattern = args.get("pattern")
         if not pattern or not isinstance(pattern, str) or pattern.strip() == "":
             return "The 'pattern' parameter cannot be empty."
-        return None
+        try:
+            return outside_problem(pattern, search_dir, env)
+        except NodeFsError as exc:
+            return exc.message
 
     def describe(self, args: Mapping[str, Any], env: ToolEnv) -> str:
         description = f"'{args.get('pattern', '')}'"
@@ -654,6 +695,12 @@ def _run_glob(args: dict[str, Any], env: ToolEnv) -> ToolResult:
             effective = pattern
             if os.path.exists(node_join(search_dir, pattern)):
                 effective = escape_glob(pattern)
+            try:
+                problem = outside_problem(effective, search_dir, env)
+            except NodeFsError as exc:
+                return _error(exc.message, "Path resolution failed.", "path_not_in_workspace")
+            if problem is not None:
+                return _error(problem, "Path not in workspace.", "path_not_in_workspace")
             entries.extend(glob_files(effective, search_dir, nocase=nocase))
 
         try:

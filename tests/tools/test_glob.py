@@ -170,3 +170,39 @@ def test_matcher(tmp_path: Path) -> None:
     assert expand_braces("x{1..3}") == ["x1", "x2", "x3"]
     assert expand_braces("{a,b{c,d}}e") == ["ae", "bce", "bde"]
     assert expand_braces("{a}") == ["{a}"]
+
+
+async def test_patterns_reaching_outside_the_workspace_are_refused(tmp_path: Path) -> None:
+    """Issue 17, defect 9: ``/etc/*``, ``../outside/*`` and ``{../x,y}/*`` listed files
+    outside the workspace; glob now refuses them with the message every other file tool
+    gives (Gemini CLI's glob confines only ``dir_path``: docs/differences.md)."""
+    env = make_env(tmp_path)
+    ws = env.workspace
+    touch(ws / "in.txt")
+    touch(ws / "sub" / "s.txt")
+    outside = ws.parent / "outside"
+    touch(outside / "secret.txt")
+    refused = {
+        "/etc/*": "/etc",
+        "../outside/*": str(outside),
+        "{../outside,sub}/*": str(outside),
+        f"{outside}/secret.txt": str(outside / "secret.txt"),
+        "sub/../../outside/**": str(outside),
+    }
+    for pattern, base in refused.items():
+        assert (await call(TOOL, env, pattern=pattern)).invalid == outside_message(env, base), pattern
+    result = await TOOL.execute({"pattern": "../outside/*"}, env)  # no validation first
+    assert (result.error_type, result.error_message, result.return_display) == (
+        "path_not_in_workspace",
+        outside_message(env, str(outside)),
+        "Path not in workspace.",
+    )
+    # A `..` after a wildcard cannot climb above where the walk started.
+    for pattern in ("*/../../outside/*", "**/../../outside/*", "sub/*/../../../outside/*"):
+        out = await call(TOOL, env, pattern=pattern)
+        assert out.invalid is None and out.display == "No files found", pattern
+    assert (await call(TOOL, env, pattern="sub/../in.txt")).llm.endswith(f"\n{ws / 'in.txt'}")
+    # What the other tools may read outside the workspace, glob may list.
+    touch(env.project_temp_dir / "plan.md")
+    out = await call(TOOL, env, pattern=f"{env.project_temp_dir}/*.md")
+    assert out.llm.endswith(f"\n{env.project_temp_dir / 'plan.md'}")
