@@ -494,30 +494,43 @@ def _file_url_to_path(url: str) -> str:
 _RECOVERABLE = (errno_mod.ENOENT, errno_mod.EISDIR, errno_mod.ENAMETOOLONG, errno_mod.ENOTDIR)
 
 
-def _robust_realpath(path: str, visited: set[str]) -> str:
-    if path in visited:
-        raise NodeFsError("ELOOP", f"Infinite recursion detected in robustRealpath: {path}")
-    visited.add(path)
-    try:
-        return os.path.realpath(path, strict=True)
-    except OSError as exc:
-        if exc.errno not in _RECOVERABLE:
-            raise node_fs_error(exc, "realpath", path) from None
-    except ValueError:
-        # Not encodable for the file system (a lone surrogate from JSON, say).
-        raise NodeFsError("EINVAL", f"EINVAL: invalid argument, realpath '{path}'") from None
-    try:
-        info = os.lstat(path)
-        if stat.S_ISLNK(info.st_mode):
-            target = os.readlink(path)
-            return _robust_realpath(node_resolve(posixpath.dirname(path), target), visited)
-    except OSError as exc:
-        if exc.errno not in _RECOVERABLE:
-            raise node_fs_error(exc, "lstat", path) from None
-    parent = posixpath.dirname(path)
-    if parent == path:
-        return path
-    return node_join(_robust_realpath(parent, visited), posixpath.basename(path))
+def _robust_realpath(path: str) -> str:
+    """Gemini's ``robustRealpath``, as a loop: Gemini recurses once per missing
+    ancestor, which Python's stack cannot do for a path of a thousand components.
+
+    Walks up from ``path`` until an ancestor resolves (or a dangling symlink is found,
+    whose target is then walked instead); the names walked over are put back on."""
+    visited: set[str] = set()
+    names: list[str] = []
+    current = path
+    while True:
+        if current in visited:
+            raise NodeFsError("ELOOP", f"Infinite recursion detected in robustRealpath: {current}")
+        visited.add(current)
+        try:
+            real = os.path.realpath(current, strict=True)
+            break
+        except OSError as exc:
+            if exc.errno not in _RECOVERABLE:
+                raise node_fs_error(exc, "realpath", current) from None
+        except ValueError:
+            # Not encodable for the file system (a lone surrogate from JSON, say).
+            raise NodeFsError("EINVAL", f"EINVAL: invalid argument, realpath '{current}'") from None
+        try:
+            info = os.lstat(current)
+            if stat.S_ISLNK(info.st_mode):
+                current = node_resolve(posixpath.dirname(current), os.readlink(current))
+                continue
+        except OSError as exc:
+            if exc.errno not in _RECOVERABLE:
+                raise node_fs_error(exc, "lstat", current) from None
+        parent = posixpath.dirname(current)
+        if parent == current:
+            real = current
+            break
+        names.append(posixpath.basename(current))
+        current = parent
+    return node_join(real, *reversed(names)) if names else real
 
 
 def resolve_to_real_path(path: str) -> str:
@@ -535,7 +548,7 @@ def resolve_to_real_path(path: str) -> str:
         resolved = _decode_uri_component(resolved)
     except ValueError:
         pass
-    return _robust_realpath(node_resolve(resolved), set())
+    return _robust_realpath(node_resolve(resolved))
 
 
 def resolve_defensive_tool_path(file_path: str, target_dir: str) -> str:

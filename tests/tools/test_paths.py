@@ -186,3 +186,15 @@ def test_javascript_strings_and_regexes() -> None:
     assert compile_js_regex("ABC", ignore_case=True).fullmatch("abc")
     with pytest.raises(JsRegexError, match=re.escape("/a)/: Unmatched ')'")):
         compile_js_regex("a)")
+
+
+def test_a_path_of_thousands_of_missing_components_resolves_without_recursion(tmp_path: Path) -> None:
+    """Gemini's robustRealpath recurses once per missing ancestor; ours loops (issue 17,
+    defect 8: a thousand components raised RecursionError and killed the session)."""
+    root = tmp_path.resolve()
+    (root / "real").mkdir()
+    os.symlink(root / "real", root / "link")
+    deep = "/".join(["d"] * 2000)
+    assert resolve_to_real_path(f"{root}/link/{deep}/x") == f"{root}/real/{deep}/x"
+    os.symlink(root / "gone", root / "dangling")
+    assert resolve_to_real_path(f"{root}/dangling/{deep}") == f"{root}/gone/{deep}"
