@@ -22,7 +22,7 @@ from bus.messages import ApprovalModeChanged, ConfigureSession, OpenSession
 
 from .hooks import HookConfig, HookRunnerActor
 from .loops import LoopDetectorActor, LoopWiring
-from .recorder import RecorderActor
+from .recorder import RecorderActor, Scrubber
 from .scheduler import PolicyLike, SchedulerActor, SchedulerWiring, ToolSpec
 from .session import SessionActor, SessionWiring
 from .tools._base import Tool, ToolEnv
@@ -75,6 +75,9 @@ class SessionConfig:
     subagents: Callable[[Bus, SessionConfig], Any] | None = None
     """Builds the session's ``SubagentAccess`` (``ToolEnv.agents``) once its bus is
     known; None: ``invoke_agent`` has nothing to start."""
+    secrets: tuple[str, ...] = attrs.field(default=(), repr=False)
+    """Values the recorder scrubs besides this process's API keys: the keys of the
+    client whose credentials a daemon session uses."""
 
 
 def guard_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -216,7 +219,13 @@ async def supervise_session(
         if cfg.recording is not None:
             # First, so that it is the session's first observer (see actors/recorder.py).
             await nursery.start(
-                RecorderActor(bus, session_id=cfg.session_id, path=cfg.recording, meta=recording_meta(cfg)).run
+                RecorderActor(
+                    bus,
+                    session_id=cfg.session_id,
+                    path=cfg.recording,
+                    meta=recording_meta(cfg),
+                    scrubber=_scrubber(cfg.secrets) if cfg.secrets else None,
+                ).run
             )
         for kind in kinds:
             tools = {n: t for n, t in cfg.tools.items() if cfg.executor_of(t) == kind}
@@ -308,6 +317,11 @@ async def supervise_session(
             bus.disconnect(addrs.hooks)
         if addrs.loops is not None:
             bus.disconnect(addrs.loops)
+
+
+def _scrubber(secrets: tuple[str, ...]) -> Scrubber:
+    """The process environment's keys and ``secrets``, longest first."""
+    return Scrubber(tuple(sorted({*Scrubber.from_env().secrets, *secrets}, key=len, reverse=True)))
 
 
 def recording_meta(cfg: SessionConfig) -> dict[str, Any]:

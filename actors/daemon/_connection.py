@@ -88,7 +88,7 @@ from bus.messages import (
 from ..cli._at_command import expand_at_references
 from ..cli._user_calls import context_parts, ran
 from ._catchup import RecordingCursor, everything, is_client_event
-from ._core import DaemonCore, LiveSession, RequestError
+from ._core import DaemonCore, LiveSession, RequestError, auth_env_from
 from ._protocol import MAX_FRAME, ConnectionRules, FrameSplitter
 
 log = logging.getLogger("agentbus.daemon")
@@ -397,6 +397,7 @@ class ConnectionActor:
                     session_id=msg.session_id,
                     fake_responses=msg.fake_responses,
                     fake_chunk_delay_ms=msg.fake_chunk_delay_ms,
+                    auth_env=auth_env_from(msg.auth_env),
                 )
                 self.rules.sessions.add(live.session_id)
                 await self._send(
@@ -404,7 +405,10 @@ class ConnectionActor:
                 )
             case LoadSession():
                 live, resumed = await core.load(
-                    msg.session_id, fake_responses=msg.fake_responses, fake_chunk_delay_ms=msg.fake_chunk_delay_ms
+                    msg.session_id,
+                    fake_responses=msg.fake_responses,
+                    fake_chunk_delay_ms=msg.fake_chunk_delay_ms,
+                    auth_env=auth_env_from(msg.auth_env),
                 )
                 self.rules.sessions.add(live.session_id)
                 await self._send(

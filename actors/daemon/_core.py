@@ -30,14 +30,14 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
 
-from bus import Bus, DeliveryError, Port
+from bus import Bus, DeliveryError, Envelope, Port
 from bus.messages import (
     ApprovalRequested,
     ApprovalSettled,
@@ -55,7 +55,7 @@ from .. import runtime
 from ..cli import _sessions as sessions_on_disk
 from ..cli import _settings
 from ..cli._errors import FatalError
-from ..cli._headless import check_auth
+from ..cli._headless import auth_type_from_env, check_auth
 from ..cli._setup import (
     approval_mode_from,
     environment_context,
@@ -65,8 +65,8 @@ from ..cli._setup import (
     session_config,
     session_setup,
 )
-from ..gateway import FakeResponsesError
-from ..recorder import RecordingError, load_recording, recording_path
+from ..gateway import BackendError, FakeResponsesError, auth_environment
+from ..recorder import RecordingError, load_recording, recording_path, secrets_from_env
 from ._backends import SessionBackends
 from ._registry import Registry, SessionEntry
 
@@ -112,6 +112,9 @@ class LiveSession:
     busy: bool = False
     pending: dict[str, str] = attrs.field(factory=dict)
     """Approvals waiting: correlation id -> call id."""
+    asked: dict[str, Envelope] = attrs.field(factory=dict)
+    """Approvals waiting: correlation id -> its ``ApprovalRequested``, shown again to a
+    client that subscribes after it was asked."""
     answer_routes: dict[str, tuple[str, str]] = attrs.field(factory=dict)
     """Correlation id -> (address, session id) for approvals of subagents, which their
     own scheduler answers."""
@@ -121,6 +124,9 @@ class LiveSession:
     next_seq: int = 0
     subscribers: int = 0
     failure: str | None = None
+    auth_env: Mapping[str, str] | None = attrs.field(default=None, repr=False)
+    """The credentials its model requests use (``CreateSession.auth_env``; None: the
+    daemon's own environment). Kept in memory only."""
 
     @property
     def session_id(self) -> str:
@@ -180,6 +186,7 @@ class DaemonCore:
         session_id: str = "",
         fake_responses: str = "",
         fake_chunk_delay_ms: int = 0,
+        auth_env: Mapping[str, str] | None = None,
     ) -> LiveSession:
         self._refuse_when_stopping()
         ws = _workspace(workspace)
@@ -199,14 +206,20 @@ class DaemonCore:
             created=now_iso(),
         )
         with self._reserve(sid):
-            live = await self._start(entry, history=(), source="startup")
+            live = await self._start(entry, history=(), source="startup", auth_env=auth_env)
         self._remember(entry)
         return live
 
     async def load(
-        self, session_id: str, *, fake_responses: str = "", fake_chunk_delay_ms: int = 0
+        self,
+        session_id: str,
+        *,
+        fake_responses: str = "",
+        fake_chunk_delay_ms: int = 0,
+        auth_env: Mapping[str, str] | None = None,
     ) -> tuple[LiveSession, bool]:
-        """The running session, starting (resuming) it when needed; True if resumed now."""
+        """The running session, starting (resuming) it when needed; True if resumed now.
+        ``auth_env``: the client's credentials (see ``_use_credentials``)."""
         while session_id in self._starting:
             await self._starting[session_id].wait()
         live = self.sessions.get(session_id)
@@ -220,6 +233,8 @@ class DaemonCore:
                 self._use_fake(changed)
                 live.entry = changed
                 self._remember(changed)
+            elif auth_env is not None and not live.entry.fake_responses:
+                self._use_credentials(live, auth_env)
             return live, False
         self._refuse_when_stopping()
         entry = self.registry.get(session_id)
@@ -233,7 +248,7 @@ class DaemonCore:
                 fake_chunk_delay_ms=fake_chunk_delay_ms,
             )
         with self._reserve(session_id):
-            live = await self._start(entry, history=self._history(path), source="resume")
+            live = await self._start(entry, history=self._history(path), source="resume", auth_env=auth_env)
         self._remember(entry)
         return live, True
 
@@ -283,7 +298,9 @@ class DaemonCore:
                 with self._reserve(session_id):
                     await self._close(live, f"approval mode changed to {approval_mode}")
                     await live.stopped.wait()
-                    new = await self._start(entry, history=self._history(live.recording), source="resume")
+                    new = await self._start(
+                        entry, history=self._history(live.recording), source="resume", auth_env=live.auth_env
+                    )
             except BaseException:
                 live.replaced.set()
                 raise
@@ -445,11 +462,16 @@ class DaemonCore:
             return ()
         return tuple(sessions_on_disk.resumable_history(self._load(path)))
 
-    def _config(self, entry: SessionEntry, history: tuple[Any, ...]) -> runtime.SessionConfig:
+    def _config(
+        self, entry: SessionEntry, history: tuple[Any, ...], auth_env: Mapping[str, str] | None
+    ) -> runtime.SessionConfig:
+        """The session's configuration; its model backend chosen (fake responses, or the
+        live backend of ``auth_env``, else of the daemon's environment)."""
         workspace = Path(entry.workspace)
         settings = self._settings(workspace)
+        environ = self.environ if auth_env is None else auth_env
         try:
-            check_auth(settings, self.environ, fake_model=bool(entry.fake_responses))
+            check_auth(settings, environ, fake_model=bool(entry.fake_responses))
             setup = session_setup(
                 workspace=workspace,
                 settings=settings,
@@ -460,13 +482,38 @@ class DaemonCore:
             )
         except FatalError as exc:
             raise RequestError("failed", exc.message) from None
+        if entry.fake_responses:
+            self._use_fake(entry)
+        else:
+            try:
+                self.backends.use_live(entry.session_id, auth_environment(environ), _auth_type(settings, environ))
+            except BackendError as exc:
+                raise RequestError("failed", exc.message) from None
         cfg = session_config(
             setup,
             history=(environment_context(setup), *history),
             recording=recording_path(self.data_dir, entry.session_id),
             settings=settings,
         )
-        return attrs.evolve(cfg, **runtime.guard_settings(settings))
+        return attrs.evolve(cfg, secrets=secrets_from_env(environ), **runtime.guard_settings(settings))
+
+    def _use_credentials(self, live: LiveSession, auth_env: Mapping[str, str]) -> None:
+        """A client loads a running session with its credentials: when they make a
+        complete auth configuration, the session's model requests use them from now on
+        (the latest client's credentials are the user's current ones); otherwise the
+        session keeps those it has, and the client may still follow it."""
+        if auth_environment(auth_env) == auth_environment(live.auth_env if live.auth_env is not None else self.environ):
+            return
+        settings = self._settings(Path(live.entry.workspace))
+        try:
+            check_auth(settings, auth_env, fake_model=False)
+            self.backends.use_live(live.session_id, auth_environment(auth_env), _auth_type(settings, auth_env))
+        except (FatalError, BackendError) as exc:
+            why = exc.message
+            log.info("session %s keeps its credentials: the client's cannot be used (%s)", live.session_id, why)
+            return
+        live.auth_env = auth_env
+        log.info("session %s: model requests use the credentials of the client that loaded it last", live.session_id)
 
     @contextlib.contextmanager
     def _reserve(self, session_id: str) -> Iterator[None]:
@@ -478,15 +525,17 @@ class DaemonCore:
             del self._starting[session_id]
             started.set()
 
-    async def _start(self, entry: SessionEntry, *, history: tuple[Any, ...], source: str) -> LiveSession:
+    async def _start(
+        self, entry: SessionEntry, *, history: tuple[Any, ...], source: str, auth_env: Mapping[str, str] | None
+    ) -> LiveSession:
         sid = entry.session_id
-        cfg = self._config(entry, history)
-        self._use_fake(entry)
-        live = LiveSession(entry=entry, cfg=cfg, recording=recording_path(self.data_dir, sid))
+        cfg = self._config(entry, history, auth_env)
+        live = LiveSession(entry=entry, cfg=cfg, recording=recording_path(self.data_dir, sid), auth_env=auth_env)
         self.sessions[sid] = live
         try:
             await self.nursery.start(self._run, live, source)
         except Exception as exc:
+            self.backends.forget(sid)
             raise RequestError("failed", f"the session could not start: {exc}") from None
         return live
 
@@ -540,6 +589,7 @@ class DaemonCore:
                         live.busy = False
                     case ApprovalRequested():
                         live.pending[msg.correlation_id] = msg.call_id
+                        live.asked[msg.correlation_id] = env
                         if msg.answer_to:
                             live.answer_routes[msg.correlation_id] = (
                                 msg.answer_to,
@@ -547,6 +597,7 @@ class DaemonCore:
                             )
                     case ApprovalSettled():
                         live.pending.pop(msg.correlation_id, None)
+                        live.asked.pop(msg.correlation_id, None)
                         live.answer_routes.pop(msg.correlation_id, None)
                     case SubmitPrompt():
                         if not live.title:
@@ -566,6 +617,22 @@ class DaemonCore:
             await live.port.send(CloseSession(session_id=live.session_id, reason=reason), to=live.addrs.session)
         except DeliveryError:
             pass  # already stopped
+
+
+def auth_env_from(value: Any) -> dict[str, str] | None:
+    """A request's ``auth_env`` checked: None, or names to string values (only the
+    auth variables are kept); raises ``RequestError`` otherwise."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise RequestError("invalid", "auth_env must be an object of environment variable names to strings")
+    return auth_environment(value)
+
+
+def _auth_type(settings: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
+    """As headless: the settings' selected auth type, else the environment's."""
+    selected = _settings.get(settings, "security.auth.selectedType")
+    return selected if isinstance(selected, str) and selected else auth_type_from_env(environ)
 
 
 def _workspace(workspace: str) -> Path:

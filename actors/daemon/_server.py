@@ -22,7 +22,6 @@ import os
 import signal
 import socket as stdsocket
 import struct
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +31,9 @@ import trio
 from bus import Bus
 from bus.messages import ConnectionSummary
 
-from ..gateway import GATEWAY_ADDRESS, Backend, GatewayActor
+from ..gateway import GATEWAY_ADDRESS, GatewayActor
 from ..recorder import default_data_dir
-from ._backends import FakeFactory, SessionBackends, fake_backend
+from ._backends import FakeFactory, LiveFactory, SessionBackends, fake_backend
 from ._connection import ConnectionActor, Limits
 from ._core import DaemonCore
 from ._paths import DaemonPaths, default_paths, hold_lock, prepare_runtime_dir
@@ -50,9 +49,9 @@ class DaemonConfig:
     paths: DaemonPaths = attrs.field(factory=default_paths)
     data_dir: Path = attrs.field(factory=default_data_dir)
     limits: Limits = attrs.field(factory=Limits)
-    live_backend: Callable[[], Backend] | None = None
-    """Builds the google-genai backend the first time a session without fake responses
-    needs the model; None: such sessions fail with a clear model error."""
+    live_backend: LiveFactory | None = None
+    """Builds the google-genai backend of a session's credentials (its client's auth
+    environment and auth type); None: sessions without fake responses are refused."""
     fake_backend: FakeFactory = fake_backend
     handle_signals: bool = False
     """SIGTERM/SIGINT stop the daemon (the command line; tests stop it by message)."""

@@ -23,7 +23,8 @@ request and returns its reply (``bus.messages.client``), or raises ``DaemonError
 the daemon's ``code`` and message:
 
 - ``list_sessions(workspace="")`` -> ``SessionList``; ``create_session(workspace, ...)``,
-  ``load_session(session_id)`` -> ``SessionReady``; ``end_session(session_id)``;
+  ``load_session(session_id)`` -> ``SessionReady`` (both send this process's auth
+  environment: the session's model requests use its credentials); ``end_session(session_id)``;
 - ``subscribe(session_id, from_seq=None, full=False)`` -> ``Subscribed`` (events follow on
   ``events``), ``unsubscribe(session_id)``;
 - ``prompt(session_id, text)`` -> ``PromptAccepted``; ``cancel(session_id,
@@ -89,6 +90,7 @@ from bus.messages import (
     new_id,
 )
 
+from ..gateway import auth_environment
 from ._paths import DaemonPaths, default_paths
 from ._tcp import TcpAddress, TcpConfigError, parse_daemon_url, read_token_file
 
@@ -230,7 +232,10 @@ class DaemonClient:
         session_id: str = "",
         fake_responses: str = "",
         fake_chunk_delay_ms: int = 0,
+        auth_env: Mapping[str, str] | None = None,
     ) -> SessionReady:
+        """``auth_env``: the credentials the session's model requests use (default:
+        this process's auth environment, ``actors.gateway.AUTH_ENV``)."""
         msg = CreateSession(
             request_id=new_id(),
             workspace=workspace,
@@ -239,15 +244,25 @@ class DaemonClient:
             session_id=session_id,
             fake_responses=fake_responses,
             fake_chunk_delay_ms=fake_chunk_delay_ms,
+            auth_env=auth_environment(auth_env),
         )
         return _expect(await self.request(msg), SessionReady)
 
-    async def load_session(self, session_id: str, *, fake_responses: str = "", fake_chunk_delay_ms: int = 0) -> SessionReady:
+    async def load_session(
+        self,
+        session_id: str,
+        *,
+        fake_responses: str = "",
+        fake_chunk_delay_ms: int = 0,
+        auth_env: Mapping[str, str] | None = None,
+    ) -> SessionReady:
+        """``auth_env`` as for ``create_session``."""
         msg = LoadSession(
             session_id=session_id,
             request_id=new_id(),
             fake_responses=fake_responses,
             fake_chunk_delay_ms=fake_chunk_delay_ms,
+            auth_env=auth_environment(auth_env),
         )
         return _expect(await self.request(msg), SessionReady)
 

@@ -60,6 +60,31 @@ def fake_responses_over_http(path: str | Path, *, strict: bool = True, retry_pol
     return backend
 
 
+AUTH_ENV = (
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GEMINI_API_KEY_AUTH_MECHANISM",
+    "GOOGLE_GENAI_USE_VERTEXAI",
+    "GOOGLE_GENAI_USE_GCA",
+    "GOOGLE_CLOUD_PROJECT",
+    "GOOGLE_CLOUD_PROJECT_ID",
+    "GOOGLE_CLOUD_LOCATION",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GOOGLE_VERTEX_BASE_URL",
+    "GOOGLE_GENAI_API_VERSION",
+    "CLOUD_SHELL",
+    "GEMINI_CLI_USE_COMPUTE_ADC",
+)
+"""The environment variables that choose the auth type and credentials of the live
+backend (``live_backend``, and Gemini CLI's auth check)."""
+
+
+def auth_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The auth variables of ``environ`` (default: this process's) that are set."""
+    env = os.environ if environ is None else environ
+    return {name: env[name] for name in AUTH_ENV if env.get(name)}
+
+
 def over_http_requested(environ: Mapping[str, str] | None = None) -> bool:
     return (os.environ if environ is None else environ).get(OVER_HTTP_ENV) == "1"
 
@@ -73,6 +98,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AUTH_ENV",
+    "auth_environment",
     "live_backend",
     "fake_responses_over_http",
     "over_http_requested",

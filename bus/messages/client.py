@@ -103,6 +103,10 @@ class CreateSession:
     (tests, demos); empty: the live model."""
     fake_chunk_delay_ms: int = 0
     """Pause between the streamed chunks of a fake response (benchmarks)."""
+    auth_env: JsonValue = frozen_json(None)
+    """The client's auth environment (``GEMINI_API_KEY``, ``GOOGLE_GEMINI_BASE_URL``...,
+    names to values, unset ones left out): the session's model requests use these
+    credentials, never written anywhere. None: the daemon's own environment."""
 
 
 @attrs.frozen(kw_only=True)
@@ -115,6 +119,9 @@ class LoadSession:
     fake_responses: str = ""
     """From now on, serve the session's model requests from this file (tests)."""
     fake_chunk_delay_ms: int = 0
+    auth_env: JsonValue = frozen_json(None)
+    """As ``CreateSession.auth_env``: when they make a complete auth configuration,
+    the session's model requests use these credentials from now on."""
 
 
 @attrs.frozen(kw_only=True)

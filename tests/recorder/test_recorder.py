@@ -6,6 +6,10 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -179,18 +183,43 @@ async def test_a_data_dir_that_cannot_be_created_fails_before_the_session_starts
         await RecorderActor(Bus(), session_id="s", path=blocker / "sessions" / "s.jsonl").run()
 
 
-async def test_an_unwritable_directory_fails_before_the_session_starts(tmp_path: Path) -> None:
+OPEN_IN_A_CHILD = """
+import sys
+from pathlib import Path
+import trio
+from actors.recorder import RecorderActor, RecorderError
+from bus import Bus
+try:
+    trio.run(RecorderActor(Bus(), session_id="s", path=Path(sys.argv[1])).run)
+except RecorderError as error:
+    print(error)
+"""
+
+
+def test_an_unwritable_directory_fails_before_the_session_starts(tmp_path: Path) -> None:
+    """In a child process: as root, one without the capabilities that let root write into
+    any directory (``setpriv``), so the check runs for every user, root included."""
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o500)
+    drop: list[str] = []
+    if os.access(locked, os.W_OK):
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
+        drop = [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
     try:
-        if os.access(locked, os.W_OK):
-            pytest.skip("running as a user who can write anywhere")
-        bus = Bus()
-        with pytest.raises(RecorderError, match=r"cannot open recording .*locked/sessions/s\.jsonl: Permission denied"):
-            await RecorderActor(bus, session_id="s", path=locked / "sessions" / "s.jsonl").run()
+        child = subprocess.run(
+            [*drop, sys.executable, "-c", OPEN_IN_A_CHILD, str(locked / "sessions" / "s.jsonl")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         locked.chmod(0o700)
+    assert child.returncode == 0, child.stderr
+    assert re.fullmatch(r"cannot open recording .*locked/sessions/s\.jsonl: Permission denied\n", child.stdout)
+    assert not (locked / "sessions").exists()
 
 
 async def test_secrets_never_reach_the_recording(tmp_path: Path) -> None:
