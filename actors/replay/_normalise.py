@@ -50,7 +50,7 @@ TIMING_FIELDS = frozenset({"duration_ms", "latency_ms"})
 
 LATER_FIELDS: dict[str, tuple[str, ...]] = {
     "ScheduleBatch": ("model",),
-    "RunTool": ("approval_mode", "model"),
+    "RunTool": ("approval_mode", "model", "client_initiated"),
 }
 """Message type -> fields added after the first recordings (empty when absent)."""
 
@@ -157,10 +157,10 @@ def forgive_later_fields(want: Normalised, got: Normalised) -> Normalised:
     if not isinstance(recorded, Mapping) or not isinstance(replayed, Mapping):
         return got
     fields = LATER_FIELDS.get(str(recorded.get("type")), ())
-    missing = [f for f in fields if recorded.get(f) == "" and replayed.get(f) not in ("", None)]
+    missing = [f for f in fields if recorded.get(f) in ("", False) and replayed.get(f) not in ("", None, False)]
     if not missing:
         return got
-    return attrs.evolve(got, message={**replayed, **{f: "" for f in missing}})
+    return attrs.evolve(got, message={**replayed, **{f: recorded[f] for f in missing}})
 
 
 def _replace_text(data: Any, old: str, new: str) -> Any:

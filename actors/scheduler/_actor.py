@@ -431,6 +431,7 @@ class _Batch:
                     args=call.args,
                     approval_mode=self.batch.approval_mode,
                     model=self.batch.model,
+                    client_initiated=call.req.client_initiated,
                 ),
                 to=call.spec.executor,
             )

@@ -44,6 +44,8 @@ class ToolEnv:
     """The approval mode of the batch the running call belongs to (set per call)."""
     active_model: str = ""
     """The model of the turn that asked for the running call (set per call)."""
+    user_call: bool = False
+    """The user asked for the running call, not the model (set per call)."""
     agents: SubagentAccess | None = None
     """How ``invoke_agent`` starts child sessions; set by the wiring when the session
     may run subagents."""

@@ -138,6 +138,8 @@ class ExecutorActor:
                     env = self.env
                     if run.approval_mode or run.model:
                         env = attrs.evolve(env, approval_mode=run.approval_mode, active_model=run.model)
+                    if run.client_initiated:
+                        env = attrs.evolve(env, user_call=True)
                     result = await _execute(tool, thaw(run.args), env, output, run.call_id)
                 except Exception as exc:  # a crashing tool is that call's error, not ours
                     result = ToolResult(

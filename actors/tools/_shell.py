@@ -27,7 +27,10 @@ What the model gets (``llm_content``), for a finished foreground command::
 and ``return_display`` is the bare output (or ``Command exited with code: N``,
 ``Command terminated by signal: N``, ``Command failed: <error>`` when there was none).
 Background calls, the inactivity timeout and blocked command substitution have their
-own texts (``background_message``, ``_timeout_message``, ``INJECTION_MESSAGE``). Above ``tools.truncateToolOutputThreshold``
+own texts (``background_message``, ``_timeout_message``, ``INJECTION_MESSAGE``). Command
+substitution is blocked in the model's commands only, and as the call's error (Gemini
+CLI returns it as a result); the user's own calls (``ToolEnv.user_call``) run as typed,
+as Gemini CLI's shell mode runs them. Above ``tools.truncateToolOutputThreshold``
 (40 000) characters the content is truncated as Gemini's tool executor does and the
 whole text goes to ``<project temp>/tool-outputs/session-<id>/<tool>_<call id>.txt``
 (``ToolResult.output_file``); since ``Tool.execute`` has no call id, ``execute`` takes
@@ -130,6 +133,9 @@ INJECTION_MESSAGE = (
     "subexpressions are also blocked. This is a security risk and the command was blocked."
 )
 INJECTION_DISPLAY = "Blocked: command substitution detected in shell command."
+INJECTION_ERROR_TYPE = "policy_violation"
+"""The error of a model's command blocked for command substitution (Gemini CLI reports
+no error: see docs/differences.md)."""
 USER_CANCEL_MESSAGE = "Command was cancelled by user before it could complete."
 USER_CANCEL_DISPLAY = "Command cancelled by user."
 TRUNCATION_WARNING = (
@@ -1049,8 +1055,15 @@ class ShellTool:
         """
         params = _Params.from_args(args)
         stripped = strip_shell_wrapper(params.command)
-        if detect_command_substitution(stripped):
-            return self._success(INJECTION_MESSAGE, INJECTION_DISPLAY, env, call_id)
+        if not env.user_call and detect_command_substitution(stripped):
+            # Gemini CLI returns the block as an ordinary result (shown as a success);
+            # here it is the call's error: the command did not run.
+            return ToolResult(
+                llm_content=INJECTION_MESSAGE,
+                return_display=INJECTION_DISPLAY,
+                error_type=INJECTION_ERROR_TYPE,
+                error_message=INJECTION_MESSAGE,
+            )
         workspace = str(env.workspace)
         cwd = node_resolve(workspace, params.dir_path) if params.dir_path else workspace
         problem = _check_path(cwd, env)
@@ -1197,18 +1210,6 @@ class ShellTool:
             return_display=display,
             output_file=truncated.output_file,
             data=data,
-        )
-
-    def _success(self, llm: str, display: str, env: ToolEnv, call_id: str) -> ToolResult:
-        """A successful call's plain-text result, truncated like any other."""
-        path = tool_output_path(env.project_temp_dir, SHELL_TOOL_NAME, call_id, env.session_id)
-        with TruncatingWriter(path, truncation_threshold(env.settings)) as writer:
-            writer.write(llm)
-            truncated = writer.finish()
-        return ToolResult(
-            llm_content=truncated.content,
-            return_display=display,
-            output_file=truncated.output_file,
         )
 
     # ---------------------------------------------------------------- background

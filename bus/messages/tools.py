@@ -108,6 +108,8 @@ class RunTool:
     """The batch's approval mode (a subagent started by this call inherits it)."""
     model: str = ""
     """The model of the turn that asked for the call."""
+    client_initiated: bool = False
+    """The user asked for the call (``ToolCallRequest.client_initiated``), not the model."""
 
 
 @attrs.frozen(kw_only=True)

@@ -17,3 +17,12 @@ def test_a_recording_that_has_the_field_compares_it() -> None:
     assert forgive_later_fields(batch("gemini-2.5-pro"), batch("gemini-2.5-flash")) == batch("gemini-2.5-flash")
     other = Normalised(seq=1, sender="a", recipient=None, message={"type": "TextStreamed", "model": ""})
     assert forgive_later_fields(other, batch("x")) == batch("x")
+
+
+def test_a_users_call_recorded_before_run_tool_said_so_replays() -> None:
+    def run_tool(user: bool) -> Normalised:
+        message = {"type": "RunTool", "approval_mode": "default", "model": "m", "client_initiated": user}
+        return Normalised(seq=1, sender="scheduler:s", recipient="executor:s", message=message)
+
+    assert forgive_later_fields(run_tool(False), run_tool(True)) == run_tool(False)
+    assert forgive_later_fields(run_tool(True), run_tool(True)) == run_tool(True)
