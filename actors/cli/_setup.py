@@ -23,6 +23,7 @@ from ..scheduler._policy import PolicyEngine, PolicyFileError
 from ..tools import GEMINI_CLASS_NAMES, builtin_tools, enabled_by_core, executor_kind
 from ..tools._agent_defs import DEFAULT_MAX_DEPTH, AgentDefinition, AgentRegistry, load_registry
 from ..tools._base import Tool, ToolEnv
+from ..tools._write_file import plans_dir
 from . import _settings
 from ._context import SYSTEM_INSTRUCTION, session_context
 from ._errors import FatalConfigError
@@ -112,6 +113,9 @@ def session_setup(
         )
     except PolicyFileError as exc:
         raise FatalConfigError(f"Error in policy file {exc}") from None
+    # Tools validate in the session's mode (plan mode makes write_file and replace work
+    # on plan files); each call's execution gets its batch's mode.
+    env = attrs.evolve(env, approval_mode=policy.approval_mode)
     core = _settings.get(settings, "tools.core")
     core_list = [str(c) for c in core] if isinstance(core, list) else None
     registered = {n: t for n, t in all_tools.items() if enabled_by_core(n, core_list)}
@@ -213,11 +217,14 @@ def request_config_for(
     temperature: float = 1,
     top_p: float = 0.95,
     agents: Sequence[tuple[str, str]] = (),
+    plans_dir: str | None = None,
 ) -> Any:
     """The request config for a model, built once per model and tool set and frozen:
     every model request carries it, and freezing the tool declarations of each
     request again cost more than the rest of the request. The system instruction lists
-    the subagents ``invoke_agent`` can start, when it is registered."""
+    the subagents ``invoke_agent`` can start, when it is registered. In plan mode
+    (``plans_dir``), ``write_file`` and ``replace`` say that they write plans only, and
+    where, as Gemini CLI's registry does."""
     if agents and "invoke_agent" in tools:
         system_instruction = system_instruction + subagents_section(agents)
     from bus._json import freeze
@@ -237,6 +244,12 @@ def request_config_for(
         decls = []
         for tool in tools.values():
             decl = dict(tool.declaration(model))
+            if plans_dir is not None and tool.name in ("write_file", "replace"):
+                decl["description"] = (
+                    f"PLANS ONLY: {decl.get('description', '')}. Plan Mode is on: use this "
+                    f"tool only for plan files (.md) in {plans_dir}/ (paths are relative to "
+                    "it); source code cannot be changed."
+                )
             schema = decl.pop("parametersJsonSchema", None) or decl.pop("parameters", None) or {}
             decl["parametersJsonSchema"] = with_wait_for_previous(schema)
             decls.append(decl)
@@ -276,10 +289,13 @@ def agent_wiring(setup: SessionSetup) -> dict[str, Any]:
     config (the system instruction lists them) and the ``invoke_agent`` capability."""
     from ._subagents import registry_summary, subagents_factory
 
+    plans = plans_dir(setup.env) if setup.env.approval_mode == "plan" else None
     if "invoke_agent" not in setup.tools:
-        return {"request_config": request_config_for(setup.tools)}
+        return {"request_config": request_config_for(setup.tools, plans_dir=plans)}
     return {
-        "request_config": request_config_for(setup.tools, agents=registry_summary(setup.agents)),
+        "request_config": request_config_for(
+            setup.tools, agents=registry_summary(setup.agents), plans_dir=plans
+        ),
         "subagents": subagents_factory(
             setup.agents,
             max_depth=setup.max_agent_depth,

@@ -64,6 +64,7 @@ from ._write_file import (
     ensure_parent_dir,
     get_diff_stat,
     read_text_file,
+    resolve_plan_path,
     write_text_file,
 )
 
@@ -375,7 +376,10 @@ def correct_path(file_path: str, env: ToolEnv) -> str | None:
 
 
 def resolve_edit_path(file_path: str, env: ToolEnv) -> str:
-    """The file ``replace`` edits (raises ``NodeFsError`` when resolution fails)."""
+    """The file ``replace`` edits (raises ``NodeFsError`` when resolution fails): a plan
+    file in plan mode."""
+    if env.approval_mode == "plan":
+        return resolve_plan_path(file_path, env)
     if not file_path.startswith("/"):
         corrected = correct_path(file_path, env)
         if corrected is not None:

@@ -47,13 +47,16 @@ from ._base import FileAccessError, OutputSink, ToolEnv
 from ._paths import (
     NodeFsError,
     error_message,
+    is_subpath,
     js_len,
     js_trim,
     make_relative,
     node_error_code,
     node_extname,
     node_fs_error,
+    node_join,
     node_resolve,
+    resolve_to_real_path,
     resolve_tool_path,
     shorten_path,
     validate_path_access,
@@ -563,7 +566,7 @@ class WriteFileTool:
         if not isinstance(file_path, str) or not file_path:
             return 'Missing or empty "file_path"'
         try:
-            resolved = resolve_tool_path(file_path, env)
+            resolved = resolve_write_path(file_path, env)
             problem = validate_path_access(resolved, env)
         except NodeFsError as exc:
             return exc.message
@@ -599,9 +602,58 @@ class WriteFileTool:
 
 def _resolved(file_path: str, env: ToolEnv) -> str:
     try:
-        return resolve_tool_path(file_path, env)
+        return resolve_write_path(file_path, env)
     except NodeFsError:
         return node_resolve(str(env.workspace), file_path.replace("\0", ""))
+
+
+# --------------------------------------------------------------------------------------
+# Plan mode: write_file and replace work on plan files only
+
+
+class PlanPathError(NodeFsError):
+    """A plan path Gemini's ``resolveAndValidatePlanPath`` refuses (callers treat it as
+    any other resolution failure)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("", message)
+
+
+def plans_dir(env: ToolEnv) -> str:
+    """Gemini's ``Storage.getPlansDir`` (no custom directory): the session's ``plans``
+    folder in the project temp directory."""
+    temp = str(env.project_temp_dir)
+    return node_join(temp, env.session_id, "plans") if env.session_id else node_join(temp, "plans")
+
+
+def resolve_plan_path(file_path: str, env: ToolEnv) -> str:
+    """Gemini's ``resolveAndValidatePlanPath`` then ``resolveToRealPath``: an absolute
+    path, or one relative to the project, already inside the plans directory is kept;
+    anything else is relative to the plans directory and must stay inside it."""
+    plan_path = js_trim(file_path.replace("\0", ""))
+    if not plan_path:
+        raise PlanPathError("Plan file path must be non-empty.")
+    directory = plans_dir(env)
+    real_dir = resolve_to_real_path(directory)
+    if plan_path.startswith("/") and is_subpath(real_dir, resolve_to_real_path(plan_path)):
+        return resolve_to_real_path(plan_path)
+    from_project = node_resolve(str(env.workspace), plan_path)
+    if is_subpath(real_dir, resolve_to_real_path(from_project)):
+        return resolve_to_real_path(from_project)
+    real = resolve_to_real_path(node_resolve(directory, plan_path))
+    if not is_subpath(real_dir, real):
+        raise PlanPathError(
+            f"Access denied: plan path ({plan_path}) must be within the designated plans "
+            f"directory ({directory})."
+        )
+    return real
+
+
+def resolve_write_path(file_path: str, env: ToolEnv) -> str:
+    """The file ``write_file`` writes: a plan file in plan mode (may raise)."""
+    if env.approval_mode == "plan":
+        return resolve_plan_path(file_path, env)
+    return resolve_tool_path(file_path, env)
 
 
 def _run_write(args: dict[str, Any], env: ToolEnv) -> ToolResult:
