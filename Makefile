@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SHARED ?= ../shared
 
-.PHONY: demo test lint typecheck deps-check unit bench conformance proptest clean
+.PHONY: demo test lint typecheck deps-check node-check unit bench conformance proptest clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -27,8 +27,14 @@ typecheck: $(STAMP)
 deps-check: $(STAMP)
 	$(BIN)/python tests/check_dependencies.py
 
-unit: $(STAMP)
+unit: $(STAMP) node-check
 	$(BIN)/pytest -q -p no:cacheprovider
+
+# With ../shared present, the hooks corpus tests run Gemini CLI's Node hook scripts:
+# without node they would skip quietly, so say it and stop instead.
+node-check:
+	@if [ -d $(SHARED)/conformance ] && ! command -v node >/dev/null; then \
+	  echo "make test: node is not on PATH, and the hooks corpus tests in $(SHARED)/conformance run Node hook scripts (Debian: apt-get install nodejs)" >&2; exit 1; fi
 
 # The property tests only (every test hypothesis drives: its pytest plugin marks them),
 # with the deep profile (tests/conftest.py).

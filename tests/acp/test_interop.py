@@ -100,6 +100,8 @@ def acpx_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     _kit_or_skip()
     acpx = _acpx()
     if acpx is None or not acpx.is_file():
+        if os.environ.get("AGENTBUS_REQUIRE_ACPX"):
+            pytest.fail("AGENTBUS_REQUIRE_ACPX is set (.ci/run installed acpx) but acpx is not found")
         pytest.skip("acpx is not installed (kit: setup.sh --acpx; then set ACPX_BIN)")
     out = tmp_path_factory.mktemp("acpx")
 
