@@ -40,6 +40,7 @@ from ..gateway import (
     FakeResponsesBackend,
     FakeResponsesError,
     GatewayActor,
+    RetryPolicy,
 )
 from ..hooks import HookConfig
 from ..recorder import default_data_dir
@@ -249,6 +250,7 @@ async def run_prepared(p: Prepared, stdout: TextIO, stderr: TextIO) -> int:
         requested_model=p.model,
         clock_ms=lambda: time.monotonic() * 1000,
         raw_output=p.args.raw_output or p.args.accept_raw_output_risk,
+        max_attempts=RetryPolicy.from_settings(_settings.get(p.settings, "general.maxAttempts")).max_attempts,
     )
     assert p.setup is not None
     cfg = attrs.evolve(

@@ -3,6 +3,14 @@
 A ``HeadlessPrinter`` observes the messages of one session (as any client does) and
 writes what Gemini CLI writes: streamed text, a JSON document, or JSONL events, with
 the same stats and the same exit codes.
+
+Retries (deliberate differences, docs/differences.md): a connection-layer retry is
+announced on stderr in one line, as Gemini CLI's warning without the stack. After a
+mid-stream retry the text of the failed attempt is not shown twice (``RetriedText``):
+``-o json`` answers the successful attempt's text; ``-o text`` and ``stream-json``
+skip what the new attempt repeats, and when it says something else they first say that
+the text shown is discarded (a ``[WARNING]`` line on stderr, an ``error`` event of
+severity ``warning``).
 """
 
 from __future__ import annotations
@@ -24,14 +32,19 @@ from bus.messages import (
     ModelChunk,
     ModelFailed,
     ModelFinished,
+    ModelRetrying,
     ModelSelected,
     ScheduleBatch,
+    StreamRetried,
     TextStreamed,
     ToolCallRequested,
     TurnEnded,
     TurnError,
     TurnNotice,
 )
+
+from ..gateway._retry import retry_notice
+from ._retried_text import RetriedText, Shown
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[@-Z\\-_]")
 
@@ -200,6 +213,7 @@ class HeadlessPrinter:
         requested_model: str,
         clock_ms: Callable[[], float],
         raw_output: bool = False,
+        max_attempts: int | None = None,
     ) -> None:
         self.fmt = fmt
         self.out = stdout
@@ -216,6 +230,12 @@ class HeadlessPrinter:
         self._at_line_start = True
         self.model: str = requested_model
         self.stop_message: str | None = None
+        self.max_attempts = max_attempts
+        """The connection layer's attempts (``general.maxAttempts``), for retry notices."""
+        self._retried = RetriedText()
+        self._retry_reason = ""
+        self._response_start = 0
+        """Where the current response's text starts in ``response_text``."""
 
     # -- writing -------------------------------------------------------------------
     def emit(self, event: dict[str, Any]) -> None:
@@ -249,8 +269,12 @@ class HeadlessPrinter:
         match msg:
             case BatchSettled():
                 self.stats.on_settled(msg)
-            case GenerateRequest() | ModelChunk() | ModelFinished() | ModelFailed():
+            case GenerateRequest():
+                self.stats.on_request(msg)
+            case ModelChunk() | ModelFinished() | ModelFailed():
                 self.on(msg)  # only the stats see these
+            case ModelRetrying():
+                self._announce_retry(msg)
             case _:
                 pass
 
@@ -258,6 +282,8 @@ class HeadlessPrinter:
         match msg:
             case GenerateRequest():
                 self.stats.on_request(msg)
+                if msg.role == "main":
+                    self._end_response()
             case HookRan():
                 out = thaw(msg.output)
                 if isinstance(out, dict) and out.get("systemMessage") and not out.get("suppressOutput"):
@@ -276,14 +302,16 @@ class HeadlessPrinter:
                     self.stats.on_done(msg.request_id, msg.model, 0, failed=True, error_type=error_type)
             case ModelSelected():
                 self.model = msg.model
+            case ModelRetrying():
+                self._announce_retry(msg)
+            case StreamRetried():
+                self._retried.retry()
+                self._retry_reason = msg.reason
             case TextStreamed():
                 text = msg.text if self.raw else strip_ansi(msg.text)
-                if self.fmt == "stream-json":
-                    self.emit({"type": "message", "role": "assistant", "content": text, "delta": True})
-                elif self.fmt == "json":
-                    self.response_text.append(text)
-                else:
-                    self.write_text(text)
+                step = self._retried.feed(text) if text else None
+                if step is not None:
+                    self._show(step)
             case ToolCallRequested():
                 if self.fmt == "stream-json":
                     self.emit(
@@ -295,6 +323,7 @@ class HeadlessPrinter:
                         }
                     )
             case ScheduleBatch():
+                self._end_response()
                 if self.fmt == "text":
                     self.ensure_newline()
             case BatchSettled():
@@ -302,6 +331,7 @@ class HeadlessPrinter:
                 # -o json reports the text after the last tool batch only (Gemini CLI
                 # resets it on each round of its tool loop).
                 self.response_text = []
+                self._response_start = 0
                 for call in msg.calls:
                     if call.error_type == "stop_execution" and call.error_message:
                         self.stop_message = call.error_message
@@ -327,8 +357,48 @@ class HeadlessPrinter:
                         self.emit(event)
             case TurnNotice():
                 self._notice(msg)
+            case TurnEnded():
+                self._end_response()
             case _:
                 pass
+
+    def _announce_retry(self, msg: ModelRetrying) -> None:
+        """A connection-layer retry, on stderr in every format (as Gemini CLI's warning;
+        a mid-stream retry shows only through the text, as in Gemini CLI)."""
+        if not msg.mid_stream:
+            self.err.write(retry_notice(msg.attempt, msg.delay_s, msg.reason, max_attempts=self.max_attempts) + "\n")
+            self.err.flush()
+
+    def _end_response(self) -> None:
+        shown = self._retried.end()
+        if shown is not None:
+            self._show(shown)
+        self._response_start = len(self.response_text)
+
+    def _show(self, shown: Shown) -> None:
+        """Text of the response to show, after saying (when the retried stream said
+        something else) that the text shown before it is discarded."""
+        if shown.diverged:
+            notice = (
+                f"The model stream failed and was retried ({self._retry_reason}); the new attempt's text "
+                "differs, so this response's text before this notice is discarded."
+            )
+            if self.fmt == "stream-json":
+                self.emit({"type": "error", "severity": "warning", "message": notice})
+            elif self.fmt == "json":
+                del self.response_text[self._response_start :]
+            else:
+                self.ensure_newline()
+                self.err.write(f"[WARNING] {notice}\n")
+                self.err.flush()
+        if not shown.text:
+            return
+        if self.fmt == "stream-json":
+            self.emit({"type": "message", "role": "assistant", "content": shown.text, "delta": True})
+        elif self.fmt == "json":
+            self.response_text.append(shown.text)
+        else:
+            self.write_text(shown.text)
 
     def _notice(self, msg: TurnNotice) -> None:
         """Gemini CLI's headless handling of each turn event (nonInteractiveCli.ts)."""

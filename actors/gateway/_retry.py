@@ -13,12 +13,14 @@ retried while ``n < min(max_attempts, 4) - 1``, after ``1 s * 2**n`` (1 s, 2 s, 
 jitter. Each retry is announced so the consumer drops the partial output.
 
 ``ConnectBackoff`` is the connection layer's state for one call; the gateway sleeps
-what it returns. Randomness comes from an injected ``random.Random``.
+what it returns. Randomness comes from an injected ``random.Random``. ``retry_notice``
+is the line a front end shows for a connection-layer retry.
 """
 
 from __future__ import annotations
 
 import random
+import re
 
 import attrs
 
@@ -128,3 +130,18 @@ class ConnectBackoff:
     def _jittered(self) -> float:
         jitter = self.current_delay * 0.3 * (self.rng.random() * 2 - 1)
         return max(0.0, self.current_delay + jitter)
+
+
+_STATUS_REASON = re.compile(r"(\d{3}) ")
+
+
+def retry_notice(attempt: int, delay_s: float, reason: str, *, max_attempts: int | None = None) -> str:
+    """The warning headless Gemini CLI writes to stderr before a connection-layer retry
+    (``retryWithBackoff``: "Attempt N failed[ with status S]. Retrying with backoff..."
+    followed by the error and its stack), on one line: the error as the gateway's short
+    reason (``ModelRetrying.reason``: "503 UNAVAILABLE", "ECONNREFUSED"), then which
+    attempt comes next and when."""
+    m = _STATUS_REASON.match(reason)
+    status = f" with status {m.group(1)}" if m else ""
+    after = f"attempt {attempt + 1}" + (f" of {max_attempts}" if max_attempts else "")
+    return f"Attempt {attempt} failed{status}. Retrying with backoff... ({reason}; {after} in {delay_s:.1f}s)"
