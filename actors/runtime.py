@@ -27,6 +27,7 @@ from .scheduler import PolicyLike, SchedulerActor, SchedulerWiring, ToolSpec
 from .session import SessionActor, SessionWiring
 from .tools._base import Tool, ToolEnv
 from .tools._executor import ExecutorActor
+from .tools._write_file import plans_dir
 from .turn import TurnActor, TurnWiring
 
 
@@ -214,6 +215,7 @@ async def supervise_session(
                     config=hooks,
                     cwd=str(cfg.env.workspace),
                     transcript_path=str(cfg.recording or ""),
+                    plans_dir=plans_dir(cfg.env),
                 ).run
             )
         if cfg.recording is not None:

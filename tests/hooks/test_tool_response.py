@@ -62,3 +62,19 @@ def test_after_tool_sees_an_error_with_its_message_and_type(ws: Path) -> None:
         "returnDisplay": "File not found.",
         "error": {"message": f"File not found: {ws / 'missing.png'}", "type": "file_not_found"},
     }
+
+
+def test_hooks_get_the_sessions_plans_directory(tmp_path: Path) -> None:
+    """``GEMINI_PLANS_DIR`` is the session's plans directory (``Storage.getPlansDir``),
+    the one write_file uses in plan mode."""
+    (tmp_path / "home").mkdir()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("x\n")
+    dump = py("import os; open('plans_dir.txt', 'w').write(os.environ['GEMINI_PLANS_DIR']); print('{}')")
+    write_settings(workspace, {"hooks": {"AfterTool": [{"hooks": [{"type": "command", "command": dump}]}]}})
+    done = tool(workspace, "read_file", "--args", '{"file_path": "notes.txt"}', "-o", "json")
+    assert done.returncode == 0, done.stderr
+    session = json.loads(done.stdout)["session_id"]
+    home = tmp_path / "home"
+    assert (workspace / "plans_dir.txt").read_text() == str(home / ".gemini" / "tmp" / "ws" / session / "plans")
