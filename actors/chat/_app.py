@@ -24,7 +24,14 @@ import attrs
 import trio
 
 from bus import Envelope
-from bus.messages import SessionReady, TurnEnded, TurnStarted, new_id
+from bus.messages import (
+    ApprovalRequested,
+    ApprovalSettled,
+    SessionReady,
+    TurnEnded,
+    TurnStarted,
+    new_id,
+)
 
 from ..cli._user_calls import parse_tool_call
 from ..daemon.client import DaemonClient, DaemonError
@@ -77,6 +84,13 @@ class ChatApp:
         self.idle.set()
         self.rendered = trio.Event()
         """Set (and replaced) after each event is shown."""
+        self.unseen_questions: set[str] = set()
+        """Approvals waiting when we subscribed whose question has not been shown yet
+        (it follows ``Subscribed``): a line typed meanwhile is its answer, not a prompt."""
+        self.questions: set[str] = set()
+        """The session's approvals seen asked or settled since we subscribed."""
+        self.questions_seen = trio.Event()
+        self.questions_seen.set()
         self._nursery: trio.Nursery | None = None
 
     # -- output -----------------------------------------------------------------------------------------
@@ -154,7 +168,9 @@ class ChatApp:
         self.session_id = ready.session_id
         s = ready.summary
         self.render.busy = s.busy
+        self._update_idle()  # a turn that runs (maybe waiting on an approval) is waited for
         self.render.pending.clear()
+        self.questions.clear()
         verb = "resumed" if ready.resumed or from_seq is None else "new"
         self.line(
             f"agentbus chat · {verb} session {s.session_id} · {s.model} · mode {s.approval_mode} · {s.workspace}",
@@ -164,7 +180,11 @@ class ChatApp:
             self.line(f"  {s.title}", "dim")
         self.line("Type a prompt, or /help. Ctrl-C cancels a turn; twice exits.", "dim")
         # From the live point when resuming; an approval still waiting is asked again.
-        await self.client.subscribe(self.session_id, from_seq=from_seq)
+        subscribed = await self.client.subscribe(self.session_id, from_seq=from_seq)
+        # (They may have been shown already: they follow the reply at once.)
+        self.unseen_questions = set(subscribed.pending_approvals) - self.questions
+        if self.unseen_questions:
+            self.questions_seen = trio.Event()
 
     # -- events ---------------------------------------------------------------------------------------------
     async def _events(self) -> None:
@@ -175,7 +195,12 @@ class ChatApp:
                 msg = event.message
                 if isinstance(msg, TurnStarted) and msg.prompt_id in self.my_prompts:
                     self.my_turns[msg.turn_id] = msg.prompt_id
+                if isinstance(msg, ApprovalRequested | ApprovalSettled):
+                    self.questions.add(msg.correlation_id)
+                    self.unseen_questions.discard(msg.correlation_id)
             self.write(self.render.on(event, now=trio.current_time()))
+            if not self.unseen_questions:
+                self.questions_seen.set()
             self.rendered.set()
             self.rendered = trio.Event()
             if isinstance(event, Envelope) and isinstance(event.message, TurnEnded):
@@ -237,6 +262,7 @@ class ChatApp:
     async def _line_typed(self, text: str) -> str | None:
         self.interrupts = 0
         stripped = text.strip()
+        await self.questions_seen.wait()
         if self.render.pending:
             outcome = parse_answer(stripped)
             if outcome is None:

@@ -29,6 +29,11 @@ subscription lags (its buffer full because the client is slow), the client gets
 ``ObserverLagged``, the lag is cleared, and the follower catches up from the recording
 the same way. A slow client therefore never blocks the session (the bus never waits for
 a ``lag`` subscriber) and never sees a gap.
+
+**Questions still open.** A client that subscribes after an approval was asked (the one
+asked went away; ``chat --resume`` starts at the live point) is asked too: ``Subscribed``
+names the approvals waiting, and the ``ApprovalRequested`` of those older than the
+client's start follow it at once, before anything else, so the events stay in order.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from typing import Any
 import attrs
 import trio
 
-from bus import Bus, DeliveryError, Port
+from bus import Bus, DeliveryError, Envelope, Port
 from bus.codec import encode, encode_envelope
 from bus.messages import (
     PROTOCOL_VERSION,
@@ -598,11 +603,22 @@ class ConnectionActor:
             if not started:
                 live_point = self.bus.next_seq(sid)
                 expected = live_point if req.from_seq is None else max(1, req.from_seq)
+                asked = await self._still_asked(live, live_point)
                 await self._send(
-                    Subscribed(session_id=sid, request_id=req.request_id, from_seq=expected, next_seq=live_point)
+                    Subscribed(
+                        session_id=sid,
+                        request_id=req.request_id,
+                        from_seq=expected,
+                        next_seq=live_point,
+                        pending_approvals=tuple(asked),
+                    )
                 )
                 task_status.started()
                 started = True
+                # Questions asked before the client's start are asked again, first.
+                for env in asked.values():
+                    if env.seq < expected:
+                        await self._send_frame((encode_envelope(env) + "\n").encode("utf-8"))
                 expected = await self._catch_up(cursor, expected, None, wanted)
                 # A message numbered just before we subscribed may still be on its way
                 # to the recorder; it is on disk within a few scheduler rounds.
@@ -619,6 +635,18 @@ class ConnectionActor:
             follower.sub = None
             self.bus.unsubscribe(sub)
         return expected, started
+
+    async def _still_asked(self, live: LiveSession, live_point: int) -> dict[str, Envelope]:
+        """The ``ApprovalRequested`` of the approvals waiting at ``live_point`` by their
+        correlation ids, in order.
+        The daemon's monitor notes them as messages reach it: a message numbered just
+        before the live point may still be on its way there (a few scheduler rounds)."""
+        for _ in range(CATCHUP_SETTLE_ROUNDS):
+            if live.next_seq >= live_point:
+                break
+            await trio.lowlevel.checkpoint()
+        asked = sorted((item for item in live.asked.items() if item[1].seq < live_point), key=lambda item: item[1].seq)
+        return dict(asked)
 
     async def _forward(self, sub: Any, cursor: RecordingCursor, expected: int, wanted: Any) -> int:
         """Forward live messages until the session's route closes; returns ``expected``."""

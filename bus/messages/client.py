@@ -281,6 +281,10 @@ class Subscribed:
     next_seq: int
     """The live point when the subscription began; events before it come from the
     recording."""
+    pending_approvals: tuple[str, ...] = ()
+    """Approvals waiting for an answer when the subscription began (correlation ids).
+    Each one's ``ApprovalRequested`` reaches this client: first thing after this reply
+    when it is older than ``from_seq``, otherwise in its place among the events."""
 
 
 @attrs.frozen(kw_only=True)
