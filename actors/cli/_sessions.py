@@ -279,24 +279,27 @@ def list_command(data_dir: Path, workspace: Path, out: TextIO) -> int:
 
 
 def delete_command(arg: str, data_dir: Path, workspace: Path, out: TextIO, err: TextIO) -> int:
-    """``--delete-session``: by id, else ``parseInt`` index; Gemini CLI exits 0 even when
-    nothing was deleted (the reason goes to stderr)."""
+    """``--delete-session``: by id, else ``parseInt`` index, with Gemini CLI's texts.
+    Gemini CLI exits 0 even when nothing was deleted; here a session that is not there
+    exits 42 (its code for a bad ``--resume``) and a failed deletion 1."""
+    from ._errors import FatalInputError
+
     sessions = list_sessions(data_dir, workspace)
     if not sessions:
         err.write("No sessions found for this project.")
-        return 0
+        return FatalInputError.exit_code
     chosen = next((s for s in sessions if s.id == arg), None)
     if chosen is None:
         index = js_parse_int(arg)
         if index is None or index < 1 or index > len(sessions):
             err.write(f'Invalid session identifier "{arg}". Use --list-sessions to see available sessions.')
-            return 0
+            return FatalInputError.exit_code
         chosen = sessions[index - 1]
     try:
         chosen.path.unlink()
     except OSError as exc:
         err.write(f"Failed to delete session: {exc.strerror or exc}")
-        return 0
+        return 1
     out.write(
         f"Deleted session {chosen.index}: {chosen.first_user_message} ({format_relative_time(chosen.last_updated)})"
     )
@@ -343,7 +346,8 @@ def session_for_run(args: Any, workspace: Path, err: TextIO | None = None) -> tu
 
 
 def session_command(args: Any, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """``--list-sessions`` / ``--delete-session``: no prompt needed; exit 0 (Gemini CLI)."""
+    """``--list-sessions`` / ``--delete-session``: no prompt needed (exit codes: see
+    ``delete_command``)."""
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
     workspace = Path(os.getcwd()).resolve()

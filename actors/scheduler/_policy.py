@@ -1651,13 +1651,14 @@ class PolicyVerdict:
 
 
 class PolicyFileError(Exception):
-    """A policy file that cannot be used: ``str()`` is ``<path>:<line>: <message>``."""
+    """A policy file that cannot be used: ``str()`` is ``<path>:<line>: <message>``, or
+    ``<path>: <message>`` when the problem is the path itself (``line`` 0)."""
 
     def __init__(self, path: Path | str, line: int, message: str) -> None:
         self.path = Path(path)
         self.line = line
         self.message = message
-        super().__init__(f"{path}:{line}: {message}")
+        super().__init__(f"{path}:{line}: {message}" if line else f"{path}: {message}")
 
 
 def _verdict(decision: Decision, rule: Rule | None) -> PolicyVerdict:
@@ -2099,6 +2100,18 @@ def _parse_policy_text(
     return rules, warnings_out
 
 
+def _named_path_problem(location: Path) -> str | None:
+    """Why a path the user named (``--policy``, ``policyPaths``, ``adminPolicyPaths``)
+    holds no policy: Gemini CLI skips such a path without a word."""
+    if location.is_dir():
+        return None
+    if not location.exists():
+        return "no such file or directory"
+    if not (location.is_file() and location.name.endswith(".toml")):
+        return "not a .toml file or a directory of them"
+    return None
+
+
 def _policy_files(location: Path) -> list[Path]:
     """A directory's ``*.toml`` files (sorted), a single ``.toml`` file, or nothing."""
     if location.is_dir():
@@ -2363,7 +2376,9 @@ class PolicyEngine:
           to ``default`` when ``general.plan.enabled`` is false.
         * A broken policy file is skipped with a warning (Gemini reports and goes on);
           with ``strict`` it raises ``PolicyFileError`` instead (agentbus refuses to
-          start rather than run with rules the user did not get).
+          start rather than run with rules the user did not get), as it does for a
+          named path that does not exist or is neither a ``.toml`` file nor a
+          directory (Gemini skips it silently).
         """
         warnings_out: list[str] = []
         mode = normalize_approval_mode(approval_mode)
@@ -2405,13 +2420,19 @@ class PolicyEngine:
         locations.append((default_policy_dir or DEFAULT_POLICY_DIR, DEFAULT_POLICY_TIER))
 
         known = tuple(known_tools)
+        named = {Path(p) for p in (*admin_policy_paths, *policy_paths)}
         rules: list[Rule] = []
         for location, tier in locations:
             try:
+                problem = _named_path_problem(location) if strict and location in named else None
                 files = _policy_files(location)
             except OSError as exc:
+                if strict and location in named:
+                    raise PolicyFileError(location, 0, f"cannot read it: {exc.strerror or exc}") from None
                 warnings_out.append(f"{location}: cannot read policy path: {exc}")
                 continue
+            if problem is not None:
+                raise PolicyFileError(location, 0, problem)
             for file in files:
                 try:
                     file_rules, file_warnings = load_policy_file(

@@ -118,6 +118,18 @@ def test_policy_file_with_a_syntax_error_refuses_to_start(tmp_path: Path) -> Non
     assert_clean_failure(proc, 52, f"Error in policy file {policy}:4:")
 
 
+@pytest.mark.parametrize("name", ["missing.toml", "rules.txt"])
+def test_a_policy_path_that_is_not_a_policy_refuses_to_start(tmp_path: Path, name: str) -> None:
+    """Gemini CLI skips a ``--policy`` path that does not exist (or is no ``.toml``)
+    without a word; like a malformed file, that would run without the user's rules."""
+    policy = tmp_path / name
+    if name.endswith(".txt"):
+        policy.write_text('[[rule]]\ntoolName = "run_shell_command"\ndecision = "allow"\npriority = 1\n')
+    proc = run(["-p", "hi", "--policy", str(policy), "--fake-responses", str(HELLO)], tmp_path)
+    assert_clean_failure(proc, 52, f"Error in policy file {policy}: ")
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
 def test_api_error_in_text_mode_is_said_once_without_object_object(tmp_path: Path) -> None:
     """Gemini CLI also prints "An unexpected critical error occurred:[object Object]" (it
     stringifies an object); ours names the error once and says nothing meaningless."""
