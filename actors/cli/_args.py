@@ -80,8 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
             "--help: agentbus chat | daemon | acp | tool NAME | agents | replay FILE."
         ),
         epilog=(
-            "Exit codes: 0 success, 1 an error (API, tool fatal, bad flags), 41 authentication, "
-            "42 bad input, 52 configuration, 53 turn limit, 130 cancelled."
+            "Exit codes: 0 success, 1 an error (API, bad flags), 41 authentication, 42 bad input, "
+            "52 configuration, 53 turn limit, 54 a fatal tool error (disk full), 130 cancelled."
         ),
         allow_abbrev=False,
     )
