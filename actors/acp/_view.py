@@ -7,7 +7,9 @@ mapping from our messages to ACP:
 ==============================================  =============================================
 bus message                                      ACP
 ==============================================  =============================================
-``TextStreamed``                                 ``agent_message_chunk``
+``TextStreamed``                                 ``agent_message_chunk`` (after a mid-stream retry,
+                                                 only what the new attempt adds to the
+                                                 text sent, see below)
 ``ThoughtStreamed``                              ``agent_thought_chunk`` (``**subject**\\n…``)
 ``ToolCallUpdated`` awaiting_approval            ``tool_call`` pending (an edit: with its diff,
                                                  once the front end has read the original)
@@ -27,6 +29,12 @@ bus message                                      ACP
                                                  stop reason, ``_meta.quota`` from the main
                                                  model requests' usage, or a JSON-RPC error
 ==============================================  =============================================
+
+Chunks cannot be taken back: after a mid-stream retry (``StreamRetried``) the new
+attempt's text is held back while it repeats what was sent, and only what goes beyond
+it is sent (``RetriedText``). When it says something else, or the response ends before
+reaching what was sent, a chunk first says that the response's text above is discarded,
+then the new attempt's text follows from its start.
 
 In replay mode (``session/load``) the same mapping runs over a recording: prompts become
 ``user_message_chunk``, nothing is asked or answered, and ``collapse_replay`` folds each
@@ -53,6 +61,7 @@ from bus.messages import (
     SessionClosed,
     SessionConfigured,
     SessionOpened,
+    StreamRetried,
     SubagentActivity,
     SubmitPrompt,
     TextStreamed,
@@ -66,6 +75,7 @@ from bus.messages import (
     TurnStarted,
 )
 
+from ..cli._retried_text import RetriedText, Shown, discard_notice
 from ..cli._user_calls import result_text
 from ._present import (
     SHELL_CANCELLED_TEXT,
@@ -229,12 +239,19 @@ class SessionView:
         self.current_turn: str | None = None
         self._main_requests: dict[str, tuple[str, Any]] = {}
         """Main model requests in flight: request id -> (turn id, last usage metadata)."""
+        self._text = RetriedText()
+        """The current response's text across mid-stream retries."""
+        self._retry_reason = ""
 
     # -- the mapping ----------------------------------------------------------------------
     def feed(self, msg: Message) -> list[Effect]:
         match msg:
             case TextStreamed():
-                return [_chunk("agent_message_chunk", msg.text)] if msg.text else []
+                return self._message(self._text.feed(msg.text) if msg.text else None)
+            case StreamRetried():
+                self._text.retry()
+                self._retry_reason = msg.reason
+                return []
             case ThoughtStreamed():
                 text = f"**{msg.subject}**\n{msg.description}" if msg.subject else msg.description
                 return [_chunk("agent_thought_chunk", text)] if text else []
@@ -245,7 +262,7 @@ class SessionView:
                 for asked in msg.calls:  # the user's own calls have no ToolCallRequested
                     if asked.client_initiated and asked.call_id not in self.calls:
                         self.calls[asked.call_id] = _Call(asked.call_id, asked.name, thaw(asked.args), user=True)
-                return []
+                return self._message(self._text.end())
             case ToolCallUpdated():
                 return self._call_updated(msg)
             case ApprovalRequested():
@@ -268,7 +285,7 @@ class SessionView:
                 return []
             case GenerateRequest(role="main") if self.current_turn is not None:
                 self._main_requests[msg.request_id] = (self.current_turn, None)
-                return []
+                return self._message(self._text.end())
             case ModelChunk():
                 req = self._main_requests.get(msg.request_id)
                 chunk = thaw(msg.chunk)
@@ -282,7 +299,7 @@ class SessionView:
                 self._main_requests.pop(msg.request_id, None)
                 return []
             case TurnEnded():
-                return self._turn_ended(msg)
+                return [*self._message(self._text.end()), *self._turn_ended(msg)]
             case SubmitPrompt():
                 if not self.replay:
                     return []
@@ -309,6 +326,19 @@ class SessionView:
                 return [] if self.replay else [Closed(msg.reason)]
             case _:
                 return []
+
+    def _message(self, shown: Shown | None) -> list[Effect]:
+        """The response's text to send, after saying (when a retried stream said
+        something else) that the text sent before it is discarded."""
+        if shown is None:
+            return []
+        out: list[Effect] = []
+        if shown.diverged:
+            notice = discard_notice(self._retry_reason, where="above")
+            out.append(_chunk("agent_message_chunk", f"\n\n[{notice}]\n\n"))
+        if shown.text:
+            out.append(_chunk("agent_message_chunk", shown.text))
+        return out
 
     def original_read(self, call_id: str, original: str) -> list[Effect]:
         """The file an edit awaiting approval changes, as it is now: announce the call

@@ -5,6 +5,11 @@ state the screen needs: whether the cursor is mid-line, which tool call owns the
 current line (a terminal rewrites it in place as the call's status changes), the
 approvals waiting for an answer, whether a turn runs. With ``colour`` off the output is
 plain text, one line per status change, fit for a pipe or a log.
+
+A stream that fails mid-way is retried and its text comes again from the start: text
+on screen stays, so when a retry (``StreamRetried``) follows text of the failed attempt,
+a line says that the text above is discarded, and the new attempt's text follows in
+full.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from bus.messages import (
     ScheduleBatch,
     SessionClosed,
     SessionSummary,
+    StreamRetried,
     SubagentActivity,
     SubmitPrompt,
     SubscriptionEnded,
@@ -71,6 +77,8 @@ ANSWERS = {
     "3": "cancel",
 }
 APPROVAL_HINT = "[y]es once / [a]lways / [n]o"
+EXCERPT = 30
+"""Characters of discarded text quoted when a retry discards it."""
 SYMBOLS = {"success": "✓", "error": "✗", "cancelled": "⊘", "executing": "⏺"}
 
 
@@ -98,6 +106,11 @@ class Renderer:
     busy: bool = False
     finished: set[str] = attrs.field(factory=set)
     """Calls whose terminal status was shown."""
+    attempt_text: str = ""
+    """The start of the text the current model attempt showed (a retry discards it)."""
+    retry_note: ModelRetrying | None = None
+    """A mid-stream retry the gateway announced, shown with the turn's ``StreamRetried``
+    (which comes after the failed attempt's last text)."""
 
     # -- styling -------------------------------------------------------------------------------------
     def style(self, text: str, *names: str) -> str:
@@ -138,6 +151,7 @@ class Renderer:
         match msg:
             case TurnStarted():
                 self.busy = True
+                self.attempt_text = ""
                 return ""
             case SubmitPrompt():
                 if sender and sender != self.me and not sender.startswith("daemon:"):
@@ -146,6 +160,8 @@ class Renderer:
             case TextStreamed():
                 if not msg.text:
                     return ""
+                if len(self.attempt_text) < EXCERPT:
+                    self.attempt_text += msg.text
                 out = self._break() if self.line_owner is not None else ""
                 self.mid_line = not msg.text.endswith("\n")
                 return out + msg.text
@@ -156,6 +172,7 @@ class Renderer:
                 self.calls[msg.call_id] = _Call(msg.call_id, msg.name, thaw(msg.args))
                 return ""
             case ScheduleBatch():
+                self.attempt_text = ""
                 for req in msg.calls:  # a user's own calls have no ToolCallRequested
                     if req.call_id not in self.calls:
                         self.calls[req.call_id] = _Call(req.call_id, req.name, thaw(req.args), user=req.client_initiated)
@@ -163,6 +180,7 @@ class Renderer:
             case ToolCallUpdated():
                 return self._tool_update(msg, now)
             case BatchSettled():
+                self.attempt_text = ""
                 return "".join(self.todos(thaw(c.result_display)) for c in msg.calls if c.status == "success")
             case ToolOutputStreamed():
                 call = self.calls.get(msg.call_id)
@@ -189,13 +207,19 @@ class Renderer:
             case PromptQueued():
                 return self._line(self.style(f"(queued, position {msg.position})", "dim"))
             case ModelRetrying():
+                if msg.mid_stream:
+                    self.retry_note = msg
+                    return ""
                 return self._line(self.style(f"(retrying in {msg.delay_s:g}s: {msg.reason})", "dim"))
+            case StreamRetried():
+                return self._stream_retried(msg)
             case TurnNotice():
                 colour = "red" if msg.severity == "error" else "yellow"
                 return self._line(self.style(f"⚠ {msg.message}", colour))
             case TurnEnded():
                 self.busy = False
                 self.pending.clear()
+                self.attempt_text, self.retry_note = "", None
                 out = self._break()
                 if msg.stop_reason == "cancelled":
                     out += self.style("(cancelled)", "yellow") + "\n"
@@ -215,6 +239,20 @@ class Renderer:
                 return self.subagent(msg)
             case _:
                 return ""
+
+    def _stream_retried(self, msg: StreamRetried) -> str:
+        note, self.retry_note = self.retry_note, None
+        when = f" in {note.delay_s:g}s" if note is not None else ""
+        shown, self.attempt_text = self.attempt_text.strip(), ""
+        if shown:
+            excerpt = shown.split("\n", 1)[0][:EXCERPT]
+            excerpt += "…" if len(excerpt) < len(shown) else ""
+            return self._line(
+                self.style(f"↺ the stream failed ({msg.reason}): the text above from “{excerpt}” is discarded; retrying{when}", "yellow")
+            )
+        if note is not None:
+            return self._line(self.style(f"(retrying{when}: {msg.reason})", "dim"))
+        return ""  # a connection-layer retry: its ModelRetrying said it
 
     def subagent(self, msg: SubagentActivity) -> str:
         """A subagent's activity, indented under the call that started it (deeper

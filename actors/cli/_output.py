@@ -44,7 +44,7 @@ from bus.messages import (
 )
 
 from ..gateway._retry import retry_notice
-from ._retried_text import RetriedText, Shown
+from ._retried_text import RetriedText, Shown, discard_notice
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[@-Z\\-_]")
 
@@ -379,10 +379,7 @@ class HeadlessPrinter:
         """Text of the response to show, after saying (when the retried stream said
         something else) that the text shown before it is discarded."""
         if shown.diverged:
-            notice = (
-                f"The model stream failed and was retried ({self._retry_reason}); the new attempt's text "
-                "differs, so this response's text before this notice is discarded."
-            )
+            notice = discard_notice(self._retry_reason)
             if self.fmt == "stream-json":
                 self.emit({"type": "error", "severity": "warning", "message": notice})
             elif self.fmt == "json":

@@ -66,3 +66,11 @@ class RetriedText:
         if attempt is None or attempt == shown:
             return None
         return Shown(attempt, diverged=True)
+
+
+def discard_notice(reason: str, *, where: str = "before this notice") -> str:
+    """What a front end says before the text of a new attempt that diverged."""
+    return (
+        f"The model stream failed and was retried ({reason}); the new attempt's text differs, "
+        f"so this response's text {where} is discarded."
+    )
