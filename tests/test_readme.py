@@ -112,6 +112,8 @@ class Copy:
 def copy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Copy]:
     if VENV == Path(sys.base_prefix) or not (VENV / "bin" / "agentbus").exists():
         pytest.skip("not run from the project's .venv with agentbus installed (make test installs it)")
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs git and a git checkout (the copy is made from its tracked files)")
     root = tmp_path_factory.mktemp("readme")
     repo = fresh_copy(root)
     keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "TERM")
