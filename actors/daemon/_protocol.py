@@ -6,9 +6,11 @@ frame must decode (``bus.codec``) to a client request of ``bus.messages.client``
 the first must be ``Hello`` with this ``PROTOCOL_VERSION``. Requests about a session
 need the connection to have opened it first (``CreateSession``, ``LoadSession`` or
 ``Subscribe``). Every refused frame is a ``ProtocolError``; after ``MAX_ERRORS`` of them
-the connection is closed, and a frame before ``Hello`` or a wrong version closes it at
-once. A connection that needs a token (TCP) is closed on the first error before a
-``Hello`` with the right token: nothing else is accepted from it until then.
+the connection is closed, and any error before a valid ``Hello`` (another frame first,
+one that does not decode, a wrong version, a missing or wrong token where one is needed)
+closes it at once. A frame that does not decode, whatever the reason (not UTF-8, not
+JSON, nested deeper than the stack, an integer too long to convert, a lone surrogate, a
+value of the wrong type), is ``bad_frame``.
 """
 
 from __future__ import annotations
@@ -186,7 +188,8 @@ class ConnectionRules:
         self, rid: str | None, code: str, message: str, *, fatal: bool = False, session_id: str = ""
     ) -> ProtocolError:
         self.errors += 1
-        fatal = fatal or (bool(self.token) and self.hello is None)
+        # Nothing but a valid Hello opens a connection: any error before it closes it.
+        fatal = fatal or self.hello is None
         if self.errors >= MAX_ERRORS and not fatal:
             return ProtocolError(
                 request_id=rid,

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from actors.daemon._protocol import ConnectionRules
 from bus.codec import decode, encode
 from bus.messages import (
     PROTOCOL_VERSION,
@@ -98,3 +99,12 @@ async def test_surrogate_pairs_are_text_not_errors(home: Path) -> None:
             served = await read_reply(stream, buf)
             assert isinstance(served, SessionList) and served.request_id == "pair"
             await stream.aclose()
+
+
+def test_a_frame_that_does_not_decode_before_the_hello_closes_the_connection() -> None:
+    """As any other error before the hello (found by the socket fuzz: it was answered and
+    the connection left open, on the Unix socket)."""
+    for data in (b"{not json", b"\xff", b"[" * 5000):
+        rules = ConnectionRules()
+        refused = rules.check(data)
+        assert isinstance(refused, ProtocolError) and refused.code == "bad_frame" and refused.fatal
