@@ -1,0 +1,168 @@
+"""The daemon's sockets (Unix and TCP) under a stream of adversarial frames from a seeded
+generator (``_fuzz``), while a legitimate session runs its turns beside them: the daemon
+stays up, every bad frame gets exactly one error reply (the connection goes on unless
+the reply says it closes), and the session's turns complete. The turn latency with and
+without the fuzz is measured and printed (``-s``), not asserted beyond a bound against
+hangs. ``AGENTBUS_FUZZ_SEED`` picks another seed."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import statistics
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+
+from actors.daemon import TcpListen
+from actors.daemon.client import DaemonClient
+from bus.codec import decode, encode
+from bus.messages import (
+    PROTOCOL_VERSION,
+    Hello,
+    ListSessions,
+    Message,
+    ProtocolError,
+    SessionList,
+    Welcome,
+)
+from tests.daemon._fuzz import daemon_frame, oversized
+from tests.daemon._helpers import client_of, running_daemon, text_response, write_responses
+from tests.daemon.test_bad_input import own_turn_end
+
+SEED = int(os.environ.get("AGENTBUS_FUZZ_SEED", "17"))
+TURNS = 12
+"""Turns of the legitimate session in each phase (without, then with the fuzz)."""
+FUZZERS = 4
+"""Fuzzing clients at once: half on the Unix socket, half over TCP."""
+MAX_FRAMES = 1500
+"""Bad frames at most, all fuzzers together (they stop when the session's turns end)."""
+TOKEN = "fuzz-token"
+
+
+@attrs.define
+class Tally:
+    frames: int = 0
+    connections: int = 0
+    fatal: int = 0
+    codes: dict[str, int] = attrs.field(factory=dict)
+
+
+class Conn:
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.buf = bytearray()
+
+    async def reply(self) -> Message | None:
+        while b"\n" not in self.buf:
+            try:
+                data = await self.stream.receive_some(1 << 16)
+            except trio.BrokenResourceError:
+                data = b""
+            if not data:
+                return None
+            self.buf += data
+        nl = self.buf.index(b"\n")
+        line = bytes(self.buf[:nl])
+        del self.buf[: nl + 1]
+        return decode(line)
+
+    async def send(self, data: bytes) -> bool:
+        try:
+            await self.stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False  # it closed on us: what it said before is still to be read
+        return True
+
+
+async def fuzz(
+    home: Path, tcp: tuple[str, int] | None, rng: random.Random, victim: str, stop: trio.Event, tally: Tally
+) -> None:
+    """Connect, maybe say hello, send bad frames each followed by a sentinel request;
+    check each gets exactly one error; reconnect when the daemon closes."""
+    while not stop.is_set() and tally.frames < MAX_FRAMES:
+        if tcp is None:
+            stream = await trio.open_unix_socket(str(home / "run" / "daemon.sock"))
+        else:
+            stream = await trio.open_tcp_stream(*tcp)
+        tally.connections += 1
+        conn = Conn(stream)
+        hello = rng.random() < 0.9
+        if hello:
+            await conn.send((encode(Hello(request_id="h", protocol=PROTOCOL_VERSION, token=TOKEN if tcp else "")) + "\n").encode())
+            assert isinstance(await conn.reply(), Welcome)
+        while not stop.is_set() and tally.frames < MAX_FRAMES:
+            n = tally.frames
+            tally.frames += 1
+            bad = oversized() if rng.random() < 0.01 else daemon_frame(rng, victim)
+            sentinel = f"ok{n}"
+            await conn.send(bad + b"\n" + (encode(ListSessions(request_id=sentinel)) + "\n").encode())
+            replies: list[Message] = []
+            while (reply := await conn.reply()) is not None:
+                if isinstance(reply, SessionList) and reply.request_id == sentinel:
+                    break
+                replies.append(reply)
+            assert len(replies) == 1 and isinstance(replies[0], ProtocolError), (bad[:200], replies)
+            error = replies[0]
+            tally.codes[error.code] = tally.codes.get(error.code, 0) + 1
+            if error.fatal:
+                tally.fatal += 1
+                assert reply is None, "a fatal error and the connection served on"
+                break
+            assert reply is not None, f"closed after a non-fatal {error.code}"
+        await stream.aclose()
+
+
+async def timed_turns(client: DaemonClient, sid: str, turns: int) -> list[float]:
+    latencies = []
+    for i in range(turns):
+        started = trio.current_time()
+        accepted = await client.prompt(sid, f"turn {i}")
+        ended = await own_turn_end(client, accepted.prompt_id)
+        assert ended.stop_reason == "end_turn"
+        latencies.append(trio.current_time() - started)
+    return latencies
+
+
+def summary(latencies: list[float]) -> str:
+    ms = sorted(x * 1000 for x in latencies)
+    return f"median {statistics.median(ms):.1f} ms, max {ms[-1]:.1f} ms over {len(ms)} turns"
+
+
+async def test_fuzzed_sockets_answer_every_bad_frame_and_the_session_beside_them_goes_on(
+    home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = write_responses(home / "f.responses", *[text_response(f"answer {i} ", "done.") for i in range(2 * TURNS)])
+    rng = random.Random(SEED)
+    tally = Tally()
+    with trio.fail_after(120):
+        async with running_daemon(home, tcp=TcpListen(port=0, token=TOKEN)) as daemon:
+            [tcp] = daemon.tcp_addresses
+            async with client_of(home, "legit") as legit:
+                sid = (await legit.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")).session_id
+                await legit.subscribe(sid)
+                quiet = await timed_turns(legit, sid, TURNS)
+                stop = trio.Event()
+                async with trio.open_nursery() as nursery:
+                    for i in range(FUZZERS):
+                        where = tcp if i % 2 else None
+                        nursery.start_soon(fuzz, home, where, random.Random(rng.random()), sid, stop, tally)
+                    busy = await timed_turns(legit, sid, TURNS)
+                    during = tally.frames
+                    stop.set()
+                for conn in [c for c in daemon.connections.values() if c.client != "legit"]:
+                    await conn.done.wait()  # the fuzzers' last connections, closing
+                status = await legit.status()
+                assert [c.client for c in status.connections] == ["legit"]
+                assert (await legit.list_sessions()).sessions
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "a connection failed"
+    assert during > 0 and max(busy) < 10
+    print(
+        f"\nfuzz seed {SEED}: {tally.frames} bad frames ({during} during the turns) on {tally.connections} connections, "
+        f"{tally.fatal} closed them; codes {dict(sorted(tally.codes.items()))}\n"
+        f"legitimate turn latency without fuzz: {summary(quiet)}\n"
+        f"legitimate turn latency with fuzz:    {summary(busy)}"
+    )
