@@ -148,3 +148,14 @@ def test_the_notice_text() -> None:
         "Attempt 3 failed with status 503. Retrying with backoff... (503 UNAVAILABLE; attempt 4 of 10 in 20.0s)"
     )
     assert retry_notice(1, 5, "ETIMEDOUT").endswith("(ETIMEDOUT; attempt 2 in 5.0s)")
+
+
+def test_a_subagents_connection_retry_is_announced_too() -> None:
+    """Gemini CLI's warning comes from every retried call of the process."""
+    p, out, err = printer("stream-json")
+    p.on_descendant(ModelRetrying(session_id="child", request_id="c1", attempt=2, delay_s=10.0, reason="429 RESOURCE_EXHAUSTED"))
+    p.on_descendant(ModelRetrying(session_id="child", request_id="c1", attempt=1, delay_s=1.0, reason="ECONNRESET", mid_stream=True))
+    assert err.getvalue() == (
+        "Attempt 2 failed with status 429. Retrying with backoff... (429 RESOURCE_EXHAUSTED; attempt 3 of 10 in 10.0s)\n"
+    )
+    assert out.getvalue() == ""
