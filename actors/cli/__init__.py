@@ -10,6 +10,19 @@ SUBCOMMANDS = ("daemon", "chat", "acp", "replay", "tool", "agents")
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(args)
+    except BaseException as exc:
+        from ._errors import exit_status
+
+        prog = f"agentbus {args[0]}" if args and args[0] in SUBCOMMANDS else "agentbus"
+        status = exit_status(exc, prog, sys.stderr)
+        if status is None:
+            raise
+        return status
+
+
+def _dispatch(args: list[str]) -> int:
     if args and args[0] == "replay":
         from ..replay import main as replay_main
 
@@ -37,7 +50,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args and args[0] in SUBCOMMANDS:
         sys.stderr.write(f"agentbus {args[0]}: not available in this version yet\n")
         return 2
-    from ..recorder import RecorderError, recorder_error_in
     from ._args import build_parser, parse_headless
     from ._errors import FatalError, UsageError
     from ._headless import report_fatal, run_headless, workspace_settings
@@ -56,17 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ._sessions import session_command
 
         return session_command(parsed)
-    try:
-        return run_headless(parsed, settings)
-    except KeyboardInterrupt:
-        return 130
-    except (RecorderError, BaseExceptionGroup) as exc:
-        # A recording that cannot be written stops the session, loudly.
-        failure = recorder_error_in(exc)
-        if failure is None:
-            raise
-        sys.stderr.write(f"agentbus: {failure}; the session was stopped\n")
-        return 1
+    return run_headless(parsed, settings)
 
 
 def console_main() -> None:

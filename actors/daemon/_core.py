@@ -54,7 +54,7 @@ from bus.messages import (
 from .. import runtime
 from ..cli import _sessions as sessions_on_disk
 from ..cli import _settings
-from ..cli._errors import FatalError
+from ..cli._errors import FatalError, error_text
 from ..cli._headless import auth_type_from_env, check_auth
 from ..cli._setup import (
     approval_mode_from,
@@ -536,7 +536,7 @@ class DaemonCore:
             await self.nursery.start(self._run, live, source)
         except Exception as exc:
             self.backends.forget(sid)
-            raise RequestError("failed", f"the session could not start: {exc}") from None
+            raise RequestError("failed", f"the session could not start: {error_text(exc)}") from None
         return live
 
     def _use_fake(self, entry: SessionEntry) -> None:
