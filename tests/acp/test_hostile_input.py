@@ -5,9 +5,7 @@ Each gets one JSON-RPC error and the editor's sessions go on (issue 17, defect 1
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ import pytest
 from actors.acp._rpc import INVALID_REQUEST, PARSE_ERROR, Invalid, Request, parse_frame
 
 from ._client import fake_responses, text_chunks
+from .test_stdio import _read_until, _send, _spawn
 
 
 def request(rid: int, method: str, params: dict[str, Any]) -> bytes:
@@ -56,61 +55,36 @@ def test_the_agent_answers_each_hostile_line_and_its_session_goes_on(tmp_path: P
     ws = tmp_path / "ws"
     ws.mkdir()
     script = fake_responses(tmp_path / "fake.jsonl", text_chunks("first answer"), text_chunks("second answer"))
-    env = {**os.environ, "HOME": str(tmp_path), "GEMINI_CLI_HOME": str(tmp_path), "AGENTBUS_DATA_DIR": str(tmp_path / "data")}
-    # The first line is one of them too: it is read before the server starts.
-    lines = [HOSTILE["deep array"][0] + b"\n", request(1, "initialize", {"protocolVersion": 1})]
-    lines.append(request(2, "session/new", {"cwd": str(ws), "mcpServers": []}))
-    with subprocess.Popen(
-        [sys.executable, "-m", "actors.cli", "acp", "-m", "gemini-2.5-flash", "--fake-responses", str(script)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=tmp_path,
-        env=env,
-    ) as proc:
-        assert proc.stdin is not None and proc.stdout is not None
 
-        def send(data: bytes) -> None:
-            assert proc.stdin is not None
-            proc.stdin.write(data)
-            proc.stdin.flush()
+    def answered(rid: int) -> Callable[[dict[str, Any]], bool]:
+        return lambda frame: frame.get("id") == rid and "method" not in frame
 
-        def until(rid: int) -> list[dict[str, Any]]:
-            assert proc.stdout is not None
-            frames = []
-            while True:
-                line = proc.stdout.readline()
-                assert line, f"the agent closed its output after {frames}"
-                frames.append(json.loads(line))
-                if frames[-1].get("id") == rid and "method" not in frames[-1]:
-                    return frames
-
-        send(b"".join(lines))
-        first = until(2)
-        errors = [f for f in first if "error" in f]
-        assert [e["error"]["code"] for e in errors] == [PARSE_ERROR]
+    with _spawn(tmp_path, "--fake-responses", str(script)) as proc:
+        # The first line is one of them too: it is read before the server starts.
+        _send(proc, HOSTILE["deep array"][0] + b"\n")
+        _send(proc, request(1, "initialize", {"protocolVersion": 1}))
+        _send(proc, request(2, "session/new", {"cwd": str(ws), "mcpServers": []}))
+        first = _read_until(proc, answered(2))
+        assert [f["error"]["code"] for f in first if "error" in f] == [PARSE_ERROR]
         sid = first[-1]["result"]["sessionId"]
 
         def prompt(rid: int, text: str) -> bytes:
             return request(rid, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
 
-        send(prompt(3, "one"))
-        assert until(3)[-1]["result"]["stopReason"] == "end_turn"
+        _send(proc, prompt(3, "one"))
+        assert _read_until(proc, answered(3))[-1]["result"]["stopReason"] == "end_turn"
         # Between the session's turns: every kind, and a cancel whose session id is a
         # deep array (parsable, but no id to look up).
         for name, (line, _, _) in HOSTILE.items():
             if name != "deep array":
-                send(line + b"\n")
+                _send(proc, line + b"\n")
         deep_id = b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":' + b"[" * 900 + b"]" * 900 + b"}}\n"
-        send(deep_id + prompt(4, "two"))
-        second = until(4)
-        answers = [f for f in second if "error" in f]
-        assert len(answers) == len(HOSTILE) - 1
-        assert [(a["error"]["code"], a["id"]) for a in answers] == [
+        _send(proc, deep_id + prompt(4, "two"))
+        second = _read_until(proc, answered(4))
+        assert [(f["error"]["code"], f["id"]) for f in second if "error" in f] == [
             (code, rid) for name, (_, code, rid) in HOSTILE.items() if name != "deep array"
         ]
         assert second[-1]["result"]["stopReason"] == "end_turn"
+        assert proc.stdin is not None
         proc.stdin.close()
         assert proc.wait(timeout=10) == 0
-        assert proc.stderr is not None
-        assert b"Traceback" not in proc.stderr.read()

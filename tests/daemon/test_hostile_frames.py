@@ -66,6 +66,15 @@ async def read_reply(stream: trio.SocketStream, buf: bytearray) -> Message | Non
     return decode(line)
 
 
+async def said_hello(home: Path) -> tuple[trio.SocketStream, bytearray]:
+    """A connection to the daemon past its hello, and its read buffer."""
+    stream = await trio.open_unix_socket(str(home / "run" / "daemon.sock"))
+    buf = bytearray()
+    await stream.send_all(frame(Hello(request_id="h", protocol=PROTOCOL_VERSION)))
+    assert isinstance(await read_reply(stream, buf), Welcome)
+    return stream, buf
+
+
 @pytest.mark.parametrize("name", list(HOSTILE))
 async def test_a_hostile_frame_is_answered_bad_frame_and_the_connection_serves_on(
     home: Path, name: str, caplog: pytest.LogCaptureFixture
@@ -73,10 +82,7 @@ async def test_a_hostile_frame_is_answered_bad_frame_and_the_connection_serves_o
     data, rid = HOSTILE[name]
     with trio.fail_after(20):
         async with running_daemon(home):
-            stream = await trio.open_unix_socket(str(home / "run" / "daemon.sock"))
-            buf = bytearray()
-            await stream.send_all(frame(Hello(request_id="h", protocol=PROTOCOL_VERSION)))
-            assert isinstance(await read_reply(stream, buf), Welcome)
+            stream, buf = await said_hello(home)
             await stream.send_all(data + frame(ListSessions(request_id="after")))
             error = await read_reply(stream, buf)
             assert isinstance(error, ProtocolError), error
@@ -91,10 +97,7 @@ async def test_surrogate_pairs_are_text_not_errors(home: Path) -> None:
     """JSON written with ``ensure_ascii`` escapes emoji as surrogate pairs: accepted."""
     with trio.fail_after(20):
         async with running_daemon(home):
-            stream = await trio.open_unix_socket(str(home / "run" / "daemon.sock"))
-            buf = bytearray()
-            await stream.send_all(frame(Hello(request_id="h", protocol=PROTOCOL_VERSION)))
-            assert isinstance(await read_reply(stream, buf), Welcome)
+            stream, buf = await said_hello(home)
             await stream.send_all(list_sessions_with(json.dumps("\N{GRINNING FACE} ws"), "pair"))
             served = await read_reply(stream, buf)
             assert isinstance(served, SessionList) and served.request_id == "pair"
