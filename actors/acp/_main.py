@@ -17,6 +17,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from ..cli._flags import APPROVAL_MODES, add_session_flags
 from . import _protocol, _rpc
 
 FIRST_FRAME_LIMIT = 1 << 20
@@ -32,32 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-y", "--yolo", action="store_true", help="start sessions in the yolo mode")
     p.add_argument(
         "--approval-mode",
-        choices=("default", "auto_edit", "yolo", "plan"),
+        choices=APPROVAL_MODES,
         help="the mode sessions start in (the client can change it: session/set_mode)",
     )
     p.add_argument("--fake-responses", metavar="FILE", help="serve model responses from FILE (each session from its first line)")
-    p.add_argument(
-        "--fake-responses-non-strict",
-        metavar="FILE",
-        help="as --fake-responses, but each call takes the first remaining line of its own method",
-    )
-    p.add_argument("--record-responses", metavar="FILE", help="append live responses to FILE in the fake-responses format")
-    p.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="where recordings go (default: $AGENTBUS_DATA_DIR, else $XDG_DATA_HOME/agentbus, else ~/.local/share/agentbus)",
-    )
-    p.add_argument(
-        "--policy", action="append", default=[], metavar="FILE", help="a policy TOML file or folder (repeatable)"
-    )
-    p.add_argument(
-        "--allowed-tools",
-        action="append",
-        default=[],
-        metavar="TOOL",
-        help="tools allowed without asking (comma-separated or repeated)",
-    )
-    p.add_argument("--skip-trust", action="store_true", help="accepted for compatibility (folder trust is not implemented)")
+    add_session_flags(p)
     p.add_argument("--acp", action="store_true", help="accepted for compatibility (gemini --acp)")
     p.add_argument(
         "--attach",

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 import attrs
 
 from ._errors import UsageError
+from ._flags import APPROVAL_MODES as APPROVAL_MODES  # re-exported: agentbus tool uses it
+from ._flags import add_session_flags
 
-APPROVAL_MODES = ("default", "auto_edit", "yolo", "plan")
 OUTPUT_FORMATS = ("text", "json", "stream-json")
 
 
@@ -104,23 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve model responses from FILE, Gemini CLI's format, line by line in order (strict); "
         "with -m auto the router's classifier takes a line of its own",
     )
-    p.add_argument(
-        "--fake-responses-non-strict",
-        metavar="FILE",
-        help="as --fake-responses, but each call takes the first remaining line of its own method",
-    )
-    p.add_argument("--record-responses", metavar="FILE", help="append live responses to FILE in the fake-responses format")
-    p.add_argument("--skip-trust", action="store_true", help="accepted for compatibility (folder trust is not implemented)")
-    p.add_argument(
-        "--policy", action="append", default=[], metavar="FILE", help="a policy TOML file or folder (repeatable)"
-    )
-    p.add_argument(
-        "--allowed-tools",
-        action="append",
-        default=[],
-        metavar="TOOL",
-        help="tools allowed without asking (comma-separated or repeated)",
-    )
+    add_session_flags(p)
     p.add_argument(
         "-r",
         "--resume",
@@ -138,11 +123,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--raw-output", action="store_true", help="keep ANSI escape sequences in the model's text (default: stripped)"
     )
     p.add_argument("--accept-raw-output-risk", action="store_true", help="same as --raw-output (Gemini CLI's flag to silence its warning)")
-    p.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="where recordings go (default: $AGENTBUS_DATA_DIR, else $XDG_DATA_HOME/agentbus, else ~/.local/share/agentbus)",
-    )
     return p
 
 

@@ -33,7 +33,7 @@ import attrs
 import trio
 import trio.testing
 
-from ..cli._args import APPROVAL_MODES
+from ..cli._flags import APPROVAL_MODES
 from ..recorder import Recording, RecordingError, TornLine, load_recording
 from ._run import (
     ReplayOptions,
