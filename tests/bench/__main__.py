@@ -150,6 +150,7 @@ def main() -> int:
 
 
 from tests.bench.bench_daemon import bench_daemon  # noqa: E402
+from tests.bench.bench_fuzz import bench_fuzz  # noqa: E402
 from tests.bench.bench_gateway import bench_gateway  # noqa: E402
 from tests.bench.bench_guards import BENCHMARKS as GUARDS  # noqa: E402
 from tests.bench.bench_hooks import bench_hooks  # noqa: E402
@@ -165,6 +166,7 @@ EXTRA: list[Callable[[], None]] = [
     bench_recording,
     *GUARDS,
     bench_daemon,
+    bench_fuzz,
     *SYSTEM,
 ]
 

@@ -3,17 +3,36 @@ and ACP's stdin: each frame is built to be refused (so each must get exactly one
 reply), from the kinds a decoder breaks on: nesting deeper than the stack, integers
 longer than Python converts, lone surrogates (escaped and as bytes), bytes that are not
 UTF-8, truncated frames, wrong field types, unknown tags, NaN, extra keys, random bytes,
-and lines longer than the limit."""
+and lines longer than the limit. ``fuzz`` is a client that sends them to the daemon and
+checks each is answered with exactly one error (the socket fuzz test, ``make bench``)."""
 
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+import trio
 
 from actors.daemon._protocol import MAX_FRAME
-from bus.codec import encode
-from bus.messages import Answer, Cancel, ListSessions, Prompt, Subscribe, TextStreamed
+from bus.codec import decode, encode
+from bus.messages import (
+    PROTOCOL_VERSION,
+    Answer,
+    Cancel,
+    Hello,
+    ListSessions,
+    Message,
+    Prompt,
+    ProtocolError,
+    SessionList,
+    Subscribe,
+    TextStreamed,
+    Welcome,
+)
 
 Kind = Callable[[random.Random], bytes]
 """One kind of bad content (no newline in it; a line of its own once ``+ b"\\n"``)."""
@@ -145,3 +164,89 @@ def acp_line(rng: random.Random, rid: str) -> tuple[bytes, bool]:
     if kind == 7:
         return rng.choice([surrogate_bytes(rng), not_utf8(rng)]), False
     return json.dumps({**request, "method": "session/set_mode", "params": {"sessionId": "nope", "modeId": "x"}}).encode(), True
+
+
+# -- a fuzzing client -----------------------------------------------------------------------------
+@attrs.define
+class Tally:
+    """What the fuzzing clients sent and were answered."""
+
+    frames: int = 0
+    connections: int = 0
+    fatal: int = 0
+    codes: dict[str, int] = attrs.field(factory=dict)
+
+
+class Conn:
+    """One raw connection: frames out, decoded replies in (None once it closed)."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.buf = bytearray()
+
+    async def reply(self) -> Message | None:
+        while b"\n" not in self.buf:
+            try:
+                data = await self.stream.receive_some(1 << 16)
+            except trio.BrokenResourceError:
+                data = b""
+            if not data:
+                return None
+            self.buf += data
+        nl = self.buf.index(b"\n")
+        line = bytes(self.buf[:nl])
+        del self.buf[: nl + 1]
+        return decode(line)
+
+    async def send(self, data: bytes) -> bool:
+        try:
+            await self.stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False  # it closed on us: what it said before is still to be read
+        return True
+
+
+async def fuzz(
+    home: Path,
+    tcp: tuple[str, int] | None,
+    rng: random.Random,
+    victim: str,
+    stop: trio.Event,
+    tally: Tally,
+    *,
+    token: str = "",
+    limit: float = math.inf,
+) -> None:
+    """Connect, maybe say hello, send bad frames each followed by a sentinel request;
+    check each gets exactly one error; reconnect when the daemon closes."""
+    while not stop.is_set() and tally.frames < limit:
+        if tcp is None:
+            stream = await trio.open_unix_socket(str(home / "run" / "daemon.sock"))
+        else:
+            stream = await trio.open_tcp_stream(*tcp)
+        tally.connections += 1
+        conn = Conn(stream)
+        hello = rng.random() < 0.9
+        if hello:
+            await conn.send((encode(Hello(request_id="h", protocol=PROTOCOL_VERSION, token=token if tcp else "")) + "\n").encode())
+            assert isinstance(await conn.reply(), Welcome)
+        while not stop.is_set() and tally.frames < limit:
+            n = tally.frames
+            tally.frames += 1
+            bad = oversized() if rng.random() < 0.01 else daemon_frame(rng, victim)
+            sentinel = f"ok{n}"
+            await conn.send(bad + b"\n" + (encode(ListSessions(request_id=sentinel)) + "\n").encode())
+            replies: list[Message] = []
+            while (reply := await conn.reply()) is not None:
+                if isinstance(reply, SessionList) and reply.request_id == sentinel:
+                    break
+                replies.append(reply)
+            assert len(replies) == 1 and isinstance(replies[0], ProtocolError), (bad[:200], replies)
+            error = replies[0]
+            tally.codes[error.code] = tally.codes.get(error.code, 0) + 1
+            if error.fatal:
+                tally.fatal += 1
+                assert reply is None, "a fatal error and the connection served on"
+                break
+            assert reply is not None, f"closed after a non-fatal {error.code}"
+        await stream.aclose()

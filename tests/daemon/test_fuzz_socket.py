@@ -11,25 +11,15 @@ import logging
 import os
 import random
 import statistics
+from functools import partial
 from pathlib import Path
 
-import attrs
 import pytest
 import trio
 
 from actors.daemon import TcpListen
 from actors.daemon.client import DaemonClient
-from bus.codec import decode, encode
-from bus.messages import (
-    PROTOCOL_VERSION,
-    Hello,
-    ListSessions,
-    Message,
-    ProtocolError,
-    SessionList,
-    Welcome,
-)
-from tests.daemon._fuzz import daemon_frame, oversized
+from tests.daemon._fuzz import Tally, fuzz
 from tests.daemon._helpers import client_of, running_daemon, text_response, write_responses
 from tests.daemon.test_bad_input import own_turn_end
 
@@ -41,79 +31,6 @@ FUZZERS = 4
 MAX_FRAMES = 1500
 """Bad frames at most, all fuzzers together (they stop when the session's turns end)."""
 TOKEN = "fuzz-token"
-
-
-@attrs.define
-class Tally:
-    frames: int = 0
-    connections: int = 0
-    fatal: int = 0
-    codes: dict[str, int] = attrs.field(factory=dict)
-
-
-class Conn:
-    def __init__(self, stream: trio.SocketStream) -> None:
-        self.stream = stream
-        self.buf = bytearray()
-
-    async def reply(self) -> Message | None:
-        while b"\n" not in self.buf:
-            try:
-                data = await self.stream.receive_some(1 << 16)
-            except trio.BrokenResourceError:
-                data = b""
-            if not data:
-                return None
-            self.buf += data
-        nl = self.buf.index(b"\n")
-        line = bytes(self.buf[:nl])
-        del self.buf[: nl + 1]
-        return decode(line)
-
-    async def send(self, data: bytes) -> bool:
-        try:
-            await self.stream.send_all(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            return False  # it closed on us: what it said before is still to be read
-        return True
-
-
-async def fuzz(
-    home: Path, tcp: tuple[str, int] | None, rng: random.Random, victim: str, stop: trio.Event, tally: Tally
-) -> None:
-    """Connect, maybe say hello, send bad frames each followed by a sentinel request;
-    check each gets exactly one error; reconnect when the daemon closes."""
-    while not stop.is_set() and tally.frames < MAX_FRAMES:
-        if tcp is None:
-            stream = await trio.open_unix_socket(str(home / "run" / "daemon.sock"))
-        else:
-            stream = await trio.open_tcp_stream(*tcp)
-        tally.connections += 1
-        conn = Conn(stream)
-        hello = rng.random() < 0.9
-        if hello:
-            await conn.send((encode(Hello(request_id="h", protocol=PROTOCOL_VERSION, token=TOKEN if tcp else "")) + "\n").encode())
-            assert isinstance(await conn.reply(), Welcome)
-        while not stop.is_set() and tally.frames < MAX_FRAMES:
-            n = tally.frames
-            tally.frames += 1
-            bad = oversized() if rng.random() < 0.01 else daemon_frame(rng, victim)
-            sentinel = f"ok{n}"
-            await conn.send(bad + b"\n" + (encode(ListSessions(request_id=sentinel)) + "\n").encode())
-            replies: list[Message] = []
-            while (reply := await conn.reply()) is not None:
-                if isinstance(reply, SessionList) and reply.request_id == sentinel:
-                    break
-                replies.append(reply)
-            assert len(replies) == 1 and isinstance(replies[0], ProtocolError), (bad[:200], replies)
-            error = replies[0]
-            tally.codes[error.code] = tally.codes.get(error.code, 0) + 1
-            if error.fatal:
-                tally.fatal += 1
-                assert reply is None, "a fatal error and the connection served on"
-                break
-            assert reply is not None, f"closed after a non-fatal {error.code}"
-        await stream.aclose()
 
 
 async def timed_turns(client: DaemonClient, sid: str, turns: int) -> list[float]:
@@ -149,7 +66,8 @@ async def test_fuzzed_sockets_answer_every_bad_frame_and_the_session_beside_them
                 async with trio.open_nursery() as nursery:
                     for i in range(FUZZERS):
                         where = tcp if i % 2 else None
-                        nursery.start_soon(fuzz, home, where, random.Random(rng.random()), sid, stop, tally)
+                        seeded = random.Random(rng.random())
+                        nursery.start_soon(partial(fuzz, home, where, seeded, sid, stop, tally, token=TOKEN, limit=MAX_FRAMES))
                     busy = await timed_turns(legit, sid, TURNS)
                     during = tally.frames
                     stop.set()
