@@ -340,7 +340,9 @@ class DaemonStopping:
 class ProtocolError:
     """Reply or notice: a frame or request was refused. ``fatal``: the connection closes.
 
-    ``code``: ``bad_frame`` (not JSON, not a known message), ``frame_too_large``,
+    ``code``: ``bad_frame`` (not UTF-8, not JSON, nested deeper than the stack, an
+    integer too long to convert, a lone surrogate, not a known message or a field of the
+    wrong type), ``frame_too_large``,
     ``hello_required``, ``bad_version``, ``bad_token``, ``not_a_request``,
     ``unknown_session``, ``not_yours`` (a session this connection did not open or
     subscribe), ``busy``, ``invalid`` (a bad value), ``too_many_errors``, ``failed``.
