@@ -8,19 +8,25 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 
+from actors.daemon import Daemon
 from actors.daemon._protocol import ConnectionRules
 from bus.codec import decode, encode
 from bus.messages import (
     PROTOCOL_VERSION,
+    CreateSession,
+    DaemonStatus,
     Hello,
     ListSessions,
+    LoadSession,
     Message,
     ProtocolError,
     SessionList,
+    Subscribe,
     Welcome,
 )
 from tests.daemon._helpers import running_daemon
@@ -111,3 +117,44 @@ def test_a_frame_that_does_not_decode_before_the_hello_closes_the_connection() -
         rules = ConnectionRules()
         refused = rules.check(data)
         assert isinstance(refused, ProtocolError) and refused.code == "bad_frame" and refused.fatal
+
+
+async def test_session_ids_that_name_no_file_are_invalid_not_looked_up(home: Path) -> None:
+    """A traversal or a name too long for the file system is refused as a value; it
+    reached the disk (``../`` outside the data directory; ENAMETOOLONG ended the
+    connection)."""
+    with trio.fail_after(20):
+        async with running_daemon(home):
+            stream, buf = await said_hello(home)
+            for rid, msg in enumerate(
+                [
+                    LoadSession(session_id="../../etc/passwd", request_id="0"),
+                    LoadSession(session_id="x" * 5000, request_id="1"),
+                    Subscribe(session_id="a/b", request_id="2"),
+                    CreateSession(workspace=str(home / "ws"), session_id="y" * 300, request_id="3"),
+                ]
+            ):
+                await stream.send_all(frame(msg))
+                error = await read_reply(stream, buf)
+                assert isinstance(error, ProtocolError) and (error.code, error.request_id) == ("invalid", str(rid))
+                assert "invalid session id" in error.message
+            await stream.aclose()
+
+
+async def test_a_request_the_daemon_fails_on_is_answered_and_the_connection_goes_on(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: Daemon) -> Any:
+        raise OSError(36, "File name too long")
+
+    monkeypatch.setattr(Daemon, "info", broken)
+    with trio.fail_after(20):
+        async with running_daemon(home):
+            stream, buf = await said_hello(home)
+            await stream.send_all(frame(DaemonStatus(request_id="st")) + frame(ListSessions(request_id="after")))
+            error = await read_reply(stream, buf)
+            assert isinstance(error, ProtocolError) and (error.code, error.request_id) == ("failed", "st")
+            assert "File name too long" in error.message
+            served = await read_reply(stream, buf)
+            assert isinstance(served, SessionList) and served.request_id == "after"
+            await stream.aclose()
