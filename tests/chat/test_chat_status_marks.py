@@ -4,13 +4,12 @@ user's own ``!command`` runs as typed, as in Gemini CLI's shell mode."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from tests.daemon._helpers import call_response, text_response, write_responses
-from tests.daemon._procs import agentbus, env_for
+from tests.daemon._procs import agentbus
 
-from .test_chat_terminal import Terminal
+from .test_chat_terminal import chat_on_fake
 
 
 def test_a_blocked_model_command_is_failed_and_the_users_own_runs(home: Path) -> None:
@@ -19,9 +18,7 @@ def test_a_blocked_model_command_is_failed_and_the_users_own_runs(home: Path) ->
         call_response("run_shell_command", {"command": "echo $(echo from-model) > proof.txt"}),
         text_response("Tried."),
     )
-    env = {**env_for(home), "TERM": "xterm-256color"}
-    argv = [sys.executable, "-m", "actors.cli", "chat", "--fake-responses", str(fake), "-m", "gemini-2.5-flash"]
-    term = Terminal(argv, env, home / "ws")
+    term = chat_on_fake(home, fake)
     try:
         term.expect("> ")
         term.type("!echo $(echo from-user)\n")

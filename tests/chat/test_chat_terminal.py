@@ -83,6 +83,13 @@ class Terminal:
         raise AssertionError(f"the chat did not exit:\n{self.screen}")
 
 
+def chat_on_fake(home: Path, fake: Path) -> Terminal:
+    """``agentbus chat`` in a terminal, in ``home``'s workspace, its model ``fake``."""
+    env = {**env_for(home), "TERM": "xterm-256color"}
+    argv = [sys.executable, "-m", "actors.cli", "chat", "--fake-responses", str(fake), "-m", "gemini-2.5-flash"]
+    return Terminal(argv, env, home / "ws")
+
+
 def test_chat_in_a_terminal_streams_asks_cancels_and_runs_user_tools(home: Path) -> None:
     fake = write_responses(
         home / "chat.responses",
@@ -90,8 +97,7 @@ def test_chat_in_a_terminal_streams_asks_cancels_and_runs_user_tools(home: Path)
         text_response("Saved ", "notes.txt."),
         call_response("run_shell_command", {"command": "sleep 30"}),
     )
-    env = {**env_for(home), "TERM": "xterm-256color"}
-    term = Terminal([sys.executable, "-m", "actors.cli", "chat", "--fake-responses", str(fake), "-m", "gemini-2.5-flash"], env, home / "ws")
+    term = chat_on_fake(home, fake)
     try:
         term.expect("> ")
         term.type("Write my note to notes.txt\n")
@@ -164,9 +170,7 @@ def test_tab_completion_and_a_shared_result_as_a_person_types_them(home: Path) -
 
     (home / "ws" / "notes.txt").write_text("remember the milk\n")
     fake = write_responses(home / "c.responses", text_response("Milk, noted."), text_response("Still milk."))
-    env = {**env_for(home), "TERM": "xterm-256color"}
-    argv = [sys.executable, "-m", "actors.cli", "chat", "--fake-responses", str(fake), "-m", "gemini-2.5-flash"]
-    term = Terminal(argv, env, home / "ws")
+    term = chat_on_fake(home, fake)
     try:
         term.expect("> ")
         term.type("/tool read_f\t")

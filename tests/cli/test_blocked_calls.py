@@ -11,26 +11,17 @@ Each front end is driven as a process, as a user or a script runs it.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from tests.daemon._helpers import call_response, text_response, write_responses
+from tests.daemon._procs import env_for
 
 AGENTBUS = str(Path(sys.executable).with_name("agentbus"))
 SUBSTITUTED = "echo $(echo substituted) > proof.txt"
 BLOCKED = "Blocked: command substitution detected in shell command."
-
-
-def env_for(tmp_path: Path) -> dict[str, str]:
-    return {
-        "PATH": os.environ["PATH"],
-        "HOME": str(tmp_path / "home"),
-        "GEMINI_CLI_HOME": str(tmp_path / "home"),
-        "AGENTBUS_DATA_DIR": str(tmp_path / "data"),
-    }
 
 
 def workspace(tmp_path: Path) -> Path:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.daemon._helpers import text_response, write_responses
+from tests.daemon._procs import env_for
 
 AGENTBUS = str(Path(sys.executable).with_name("agentbus"))
 
@@ -28,22 +28,11 @@ def home(tmp_path: Path) -> Iterator[Path]:
     subprocess.run([AGENTBUS, "daemon", "stop"], env=env_for(tmp_path), capture_output=True, timeout=30, check=False)
 
 
-def env_for(home: Path, **extra: str) -> dict[str, str]:
-    return {
-        "PATH": os.environ["PATH"],
-        "HOME": str(home / "home"),
-        "GEMINI_CLI_HOME": str(home / "home"),
-        "AGENTBUS_RUNTIME_DIR": str(home / "run"),
-        "AGENTBUS_DATA_DIR": str(home / "data"),
-        **extra,
-    }
-
-
 def run(home: Path, *args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [AGENTBUS, *args],
         cwd=home / "ws",
-        env=env_for(home, **env),
+        env={**env_for(home), **env},
         input=stdin,
         capture_output=True,
         text=True,
