@@ -142,22 +142,52 @@ def ws(tmp_path: Path) -> Path:
     return tmp_path
 
 
-async def run_captured(argv: list[str], env: dict[str, str], cwd: Path, *, interrupt: Callable[[], Any] | None = None) -> tuple[int, str, str]:
-    result: dict[str, Any] = {}
+class Output:
+    """What a process wrote so far; ``shows`` waits for a text on its stdout."""
 
-    async def go(task_status: trio.TaskStatus[trio.Process] = trio.TASK_STATUS_IGNORED) -> None:
-        done = await trio.run_process(
-            argv, env=env, cwd=cwd, stdin=b"", capture_stdout=True, capture_stderr=True, check=False, task_status=task_status
-        )
-        result["done"] = done
+    def __init__(self) -> None:
+        self.streams = {"stdout": b"", "stderr": b""}
+        self.ended: set[str] = set()
+        self._changed = trio.Event()
 
-    async with trio.open_nursery() as nursery:
-        proc: trio.Process = await nursery.start(go)
-        if interrupt is not None:
-            await interrupt()
-            proc.send_signal(signal.SIGINT)
-    done = result["done"]
-    return done.returncode, done.stdout.decode(), done.stderr.decode()
+    async def read(self, stream: trio.abc.ReceiveStream, name: str) -> None:
+        async with stream:
+            while data := await stream.receive_some(65536):
+                self.streams[name] += data
+                self._changed.set()
+                self._changed = trio.Event()
+        self.ended.add(name)
+        self._changed.set()
+
+    async def shows(self, text: str) -> None:
+        while text.encode() not in self.streams["stdout"]:
+            assert "stdout" not in self.ended, f"stdout ended before {text!r}: {self.streams}"
+            await self._changed.wait()
+
+
+async def run_captured(
+    argv: list[str], env: dict[str, str], cwd: Path, *, interrupt: Callable[[Output], Awaitable[None]] | None = None
+) -> tuple[int, str, str]:
+    """Run a process to its end: exit code, stdout, stderr. ``interrupt``: the process
+    gets SIGINT (the user's Ctrl-C) when this returns."""
+    proc = await trio.lowlevel.open_process(
+        argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    output = Output()
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(output.read, proc.stdout, "stdout")
+            nursery.start_soon(output.read, proc.stderr, "stderr")
+            if interrupt is not None:
+                await interrupt(output)
+                proc.send_signal(signal.SIGINT)
+        code = await proc.wait()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    return code, output.streams["stdout"].decode(), output.streams["stderr"].decode()
 
 
 # -- headless ----------------------------------------------------------------------------------
@@ -209,11 +239,16 @@ async def test_headless_ctrl_c_while_the_answer_streams(root: Path, tmp_path: Pa
         ws = tmp_path / fmt
         ws.mkdir()
         async with fake_server(SLOW, faults=[Fault.stall(after_chunks=1)]) as server:
+
+            async def seen(output: Output) -> None:
+                # What a user sees first: the text, or in json mode (which prints at the
+                # end) the server having sent it.
+                await first_chunk_sent(server, 0)
+                if fmt != "json":
+                    await output.shows("Thinking")
+
             code, out, err = await run_captured(
-                agentbus_argv("-p", "think", "-m", MODEL, "-o", fmt),
-                client_env(root, server),
-                ws,
-                interrupt=lambda: first_chunk_sent(server, 0),
+                agentbus_argv("-p", "think", "-m", MODEL, "-o", fmt), client_env(root, server), ws, interrupt=seen
             )
             assert server.requests[0].disconnected_at is not None
         assert code == 130, err
@@ -268,7 +303,7 @@ async def test_agentbus_tool_searches_through_the_model_writes_and_is_cancelled(
                 os.mkfifo(fifo)
                 sleeper: list[int] = []
 
-                async def started() -> None:
+                async def started(output: Output) -> None:
                     text = await trio.to_thread.run_sync(fifo.read_text)  # opens once the shell runs
                     sleeper.append(int(text))
 
@@ -372,6 +407,11 @@ async def test_chat_on_a_terminal(root: Path, ws: Path) -> None:
     assert (ws / "out.txt").read_text() == "approved\n"
 
 
+def shown(update: dict[str, Any]) -> str:
+    """The text of an agent message chunk, else ""."""
+    return str(update["content"]["text"]) if update["sessionUpdate"] == "agent_message_chunk" else ""
+
+
 async def acp_session(client: AcpClient, ws: Path, server: FakeGeminiServer) -> list[Any]:
     """The three prompts of an ACP session; their results."""
     await client.initialize()
@@ -381,20 +421,18 @@ async def acp_session(client: AcpClient, ws: Path, server: FakeGeminiServer) -> 
         return await client.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
 
     results = [await prompt("What does facts.txt say?"), await prompt("Write out.txt")]
-    asked = [f for f in client.log if f.get("method") == "session/request_permission"]
-    assert [a["params"]["toolCall"]["toolCallId"] for a in asked] and len(asked) == 1
+    asked = [f["params"]["toolCall"] for f in client.log if f.get("method") == "session/request_permission"]
+    assert [a["kind"] for a in asked] == ["edit"]  # write_file asked, answered proceed_once
     async with trio.open_nursery() as nursery:
 
         async def slow() -> None:
             results.append(await prompt("Think hard"))
 
         nursery.start_soon(slow)
-        await first_chunk_sent(server, 4)
+        await client.wait_for(lambda f: f.get("method") == "session/update" and shown(f["params"]["update"]) == "Thinking ")
         await client.notify("session/cancel", {"sessionId": sid})
     await disconnected(server, 4)
-    text = "".join(
-        u["content"]["text"] for u in client.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"
-    )
+    text = "".join(shown(u) for u in client.updates(sid))
     assert text.startswith("The file says 42.Wrote out.txt.Thinking")
     return [r["stopReason"] for r in results]
 
