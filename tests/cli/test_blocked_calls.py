@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from actors.recorder import load_recording
+from bus.messages import ToolCallUpdated
 from tests.daemon._helpers import call_response, text_response, write_responses
 from tests.daemon._procs import env_for
 
@@ -62,6 +64,9 @@ def test_a_models_blocked_command_is_an_error_in_stream_json(tmp_path: Path) -> 
     assert result["error"]["message"].startswith("Command injection detected: command substitution syntax")
     assert result["output"] == BLOCKED
     assert not (tmp_path / "ws" / "proof.txt").exists()
+    [recording] = (tmp_path / "data" / "sessions").glob("*.jsonl")
+    updates = [e.message for e in load_recording(recording).envelopes if isinstance(e.message, ToolCallUpdated)]
+    assert [u.status for u in updates] == ["validating", "scheduled", "executing", "error"]
 
 
 def test_a_models_blocked_command_counts_as_failed_in_json(tmp_path: Path) -> None:
