@@ -17,6 +17,31 @@ supervisor's cancel.
   inside ``Bus.send`` before the first observer took them), so the numbering in the
   file stays whole and a replay can reproduce it.
 
+**Contents by reference.** A history is carried whole by every ``StartTurn`` and every
+model request (``INTERNED`` names the fields), so written as it is, a recording grows
+with the square of the session's length. Those fields are written by reference: each
+distinct content (a ``Content`` of the conversation, a request's config) gets a number,
+1, 2, ... in the order this process first writes it, and goes in that line's ``defs``
+(``{"17": {...}}``); the field itself leaves ``msg`` for the line's ``refs``: a number,
+or for a list, its numbers with runs written ``[first, last]``, after the ``same``
+count it shares with the same field of the last message of its type
+(``{"same": 210, "then": [[412, 415]]}``). Such a line is version 2 (a reader that
+predates it refuses it as newer, instead of reading a request without its contents)
+and is still one JSON object of one message. Numbers are per process: a meta line
+starts them again, so a resumed session never depends on an earlier process's table,
+and a torn line (only ever a process's last) is never referred to. ``decode_line``
+reads a line back given the ``ContentRefs`` of the lines before it in the part; the
+loader and the daemon's catch-up (which reads the file from the start, by sequence
+number) use it. Version 1 files, without references, load as before.
+
+**Ownership.** One process runs a session at a time: the recorder holds an exclusive
+``flock`` on the recording for the session's life (``SessionClaim``). A second
+recorder of it fails with ``SessionInUseError`` (it names the owner's pid when the
+owner's meta line does); ``session_in_use`` lets a front end refuse early. At each sync
+point the recorder also checks that the path still names the file it writes: a
+recording deleted or replaced under a running session stops it with a
+``RecorderError`` saying so, rather than writing on into a file nobody can read.
+
 **Durability.** Each line is written with one ``write(2)`` as it is observed, so a
 killed process loses at most a line that was being written (the page cache survives
 ``kill -9``). ``fsync`` runs at the points that matter: a turn's end, before an
@@ -41,7 +66,8 @@ or more), Google API keys (``AIza...``), bearer tokens, and the values of
 ``Authorization``/``x-goog-api-key``-like keys are replaced by ``[REDACTED]``. A
 scrubbed message still decodes; it is then not byte-equal to what was delivered.
 
-**Reading.** ``load_recording`` parses a file back: a torn last line (the process died
+**Reading.** ``load_recording`` parses a file back (``read_meta`` reads only its
+first line): a torn last line (the process died
 while writing it) is reported and ignored, and so is a torn line that ends a process's
 part of the file (the next process terminates it with a newline and says so in its meta
 line, ``"torn_tail": true``). Any other bad line is a ``RecordingError`` naming the file
@@ -52,6 +78,8 @@ from __future__ import annotations
 
 import datetime
 import errno
+import fcntl
+import hashlib
 import json
 import os
 import re
@@ -64,12 +92,41 @@ import attrs
 import trio
 
 from bus import Bus, CodecError, Envelope
-from bus.codec import FORMAT_VERSION, decode_envelope, envelope_to_plain
-from bus.messages import ApprovalRequested, SessionClosed, TurnEnded
+from bus._json import freeze, thaw
+from bus.codec import FORMAT_VERSION, envelope_from_plain, envelope_to_plain, to_plain
+from bus.messages import (
+    ApprovalRequested,
+    CheckLoop,
+    GenerateRequest,
+    HistoryCompressed,
+    Message,
+    OpenSession,
+    SessionClosed,
+    StartTurn,
+    TurnEnded,
+)
 from bus.planted import planted
 
 SYNC_POINTS = (TurnEnded, ApprovalRequested, SessionClosed)
 """Messages after which the file is fsynced (before anyone else sees them)."""
+
+REFS_VERSION = 2
+"""The version of a line that carries ``defs``/``refs`` (every other line is written as
+``bus.codec.FORMAT_VERSION``, 1): a reader that predates them refuses the line as newer
+than it reads instead of decoding a request without its contents."""
+
+INTERNED: Mapping[type[Message], tuple[tuple[str, bool], ...]] = {
+    StartTurn: (("history", True),),
+    GenerateRequest: (("contents", True), ("config", False)),
+    OpenSession: (("history", True),),
+    HistoryCompressed: (("history", True),),
+    CheckLoop: (("history", True),),
+}
+"""The fields written by reference (see "Contents by reference"): field name, and
+whether each element of the tuple is one content (else the whole value is one). Each
+of these messages repeats what earlier lines hold; all are the actors' own traffic,
+not client events (``actors/daemon/_catchup.INTERNAL``)."""
+INTERNED_TYPES = frozenset(cls.__name__ for cls in INTERNED)
 
 REDACTED = "[REDACTED]"
 SECRET_ENV_NAMES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
@@ -80,6 +137,10 @@ scrubbing them would mangle ordinary text."""
 
 class RecorderError(Exception):
     """The recording cannot be written; the session must stop."""
+
+
+class SessionInUseError(RecorderError):
+    """Another process holds the session's recording (it owns the session)."""
 
 
 class RecordingError(Exception):
@@ -200,13 +261,189 @@ def _dumps(data: Any) -> str:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def encode_line(env: Envelope, wall: str, scrubber: Scrubber) -> str:
-    """One envelope as the recording's line (without the newline), secrets removed."""
-    data = envelope_to_plain(env, wall=wall)
+def encode_line(env: Envelope, wall: str, scrubber: Scrubber, table: ContentTable | None = None) -> str:
+    """One envelope as the recording's line (without the newline), secrets removed.
+
+    With a ``table``, the fields ``INTERNED`` names are written by reference: contents
+    the table has not seen go in the line's ``defs``, the fields in its ``refs``."""
+    fields = INTERNED.get(type(env.message)) if table is not None else None
+    if not fields:
+        data = envelope_to_plain(env, wall=wall)
+    else:
+        assert table is not None
+        defs: dict[str, Any] = {}
+        refs: dict[str, Any] = {}
+        for name, each in fields:
+            value = getattr(env.message, name)
+            if each:
+                refs[name] = table.refer(type(env.message).__name__, name, value, defs)
+            else:
+                refs[name] = table.intern(value, defs)
+        emptied: dict[str, Any] = {name: () for name, _ in fields}
+        msg = to_plain(attrs.evolve(env.message, **emptied))
+        for name, _ in fields:
+            msg.pop(name, None)
+        data = {"v": REFS_VERSION, "seq": env.seq}
+        if defs:
+            data["defs"] = defs
+        data.update(session_id=env.session_id, sender=env.sender, to=env.recipient, wall=wall, refs=refs, msg=msg)
     text = _dumps(data)
     if scrubber.needs(text):
         text = _dumps(scrubber.scrub(data))
     return text
+
+
+def _runs(numbers: list[int]) -> list[int | list[int]]:
+    """``numbers`` with each run of consecutive ones of 3 or more as ``[first, last]``:
+    a history is mostly the contents in the order they were first written, so the
+    references of a long one stay a few bytes."""
+    out: list[int | list[int]] = []
+    i = 0
+    while i < len(numbers):
+        j = i
+        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
+            j += 1
+        if j - i >= 2:
+            out.append([numbers[i], numbers[j]])
+        else:
+            out.extend(numbers[i : j + 1])
+        i = j + 1
+    return out
+
+
+class ContentTable:
+    """The writer's side of "Contents by reference": which contents this process has
+    written, each under a number (1, 2, ... in the order first written).
+
+    A content is known by identity first (the session passes the same frozen objects
+    from message to message; they are kept alive here, so an ``id`` is never reused
+    while it is a key) and else by a digest of its JSON text, so equal contents built
+    apart share one number. (Not by ``==``: it holds ``1 == 1.0 == True``.) A model
+    request is built afresh each time, so each of its contents is dumped to be known:
+    a few microseconds a content, a few milliseconds a request of a 300-turn session."""
+
+    def __init__(self) -> None:
+        self._by_object: dict[int, tuple[Any, int]] = {}
+        self._by_digest: dict[bytes, int] = {}
+        self._last: dict[tuple[str, str], list[int]] = {}
+        """The numbers last written for each (message type, field)."""
+
+    def refer(self, type_name: str, field: str, values: tuple[Any, ...], defs: dict[str, Any]) -> Any:
+        """The ``refs`` entry of a list of contents (new ones added to ``defs``): the
+        runs of their numbers, after as many as the list shares with the same field
+        of the last message of its type (``{"same": k, "then": runs}``). A
+        conversation mostly grows at its end, so a long one costs a few bytes a
+        message."""
+        numbers = [self.intern(v, defs) for v in values]
+        key = (type_name, field)
+        prev = self._last.get(key, [])
+        self._last[key] = numbers
+        same = 0
+        for a, b in zip(prev, numbers, strict=False):
+            if a != b:
+                break
+            same += 1
+        if not same:
+            return _runs(numbers)
+        return {"same": same, "then": _runs(numbers[same:])}
+
+    def __len__(self) -> int:
+        return len(self._by_digest)
+
+    def intern(self, value: Any, defs: dict[str, Any]) -> int:
+        """The number of ``value``; a new one is added to ``defs`` (plain JSON)."""
+        known = self._by_object.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        # Frozen JSON dumps as it is (``frozendict`` is a ``dict``): only a new content is thawed.
+        text = _dumps(value)
+        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        number = self._by_digest.get(digest)
+        if number is None:
+            number = self._by_digest[digest] = len(self._by_digest) + 1
+            defs[str(number)] = thaw(value)
+        self._by_object[id(value)] = (value, number)
+        return number
+
+
+class ContentRefs:
+    """The reader's side: the contents defined so far in one process's part of a
+    recording (frozen once; every message that refers to one shares the object)."""
+
+    def __init__(self) -> None:
+        self._contents: dict[int, Any] = {}
+        self._last: dict[tuple[str, str], tuple[Any, ...]] = {}
+
+    def reset(self) -> None:
+        """A new process's part starts (its meta line): numbering starts again."""
+        self._contents.clear()
+        self._last.clear()
+
+    def expand(self, data: dict[str, Any]) -> Any:
+        """The line's message as plain data with its referenced fields put back;
+        raises ``ValueError`` naming what is wrong."""
+        defs = data.get("defs")
+        if defs is not None:
+            if not isinstance(defs, dict):
+                raise ValueError("'defs' must be an object")
+            for key, value in defs.items():
+                if not key.isdigit():
+                    raise ValueError(f"'defs' key {key!r} is not a number")
+                self._contents[int(key)] = freeze(value)
+        refs = data.get("refs")
+        msg = data.get("msg")
+        if refs is None:
+            return msg
+        if not isinstance(refs, dict) or not isinstance(msg, dict):
+            raise ValueError("'refs' and 'msg' must be objects")
+        msg = dict(msg)
+        type_name = str(msg.get("type"))
+        for name, ref in refs.items():
+            if isinstance(ref, list):
+                msg[name] = self._last[(type_name, name)] = tuple(self._contents_of(ref))
+            elif isinstance(ref, dict):
+                same, then = ref.get("same"), ref.get("then")
+                prev = self._last.get((type_name, name), ())
+                if not isinstance(same, int) or not 0 <= same <= len(prev) or not isinstance(then, list):
+                    raise ValueError(f"{name!r}: 'same' must count contents of the last {type_name}, 'then' be a list")
+                msg[name] = self._last[(type_name, name)] = prev[:same] + tuple(self._contents_of(then))
+            else:
+                msg[name] = self._content(ref)
+        return msg
+
+    def _contents_of(self, refs: list[Any]) -> list[Any]:
+        out: list[Any] = []
+        for ref in refs:
+            if isinstance(ref, list):
+                if len(ref) != 2 or not all(isinstance(r, int) and not isinstance(r, bool) for r in ref):
+                    raise ValueError(f"a run of references must be [first, last], got {ref!r}")
+                first, last = ref
+                if not 0 < first <= last or last - first >= len(self._contents):
+                    raise ValueError(f"the run of references {ref!r} is not within the contents defined")
+                out.extend(self._content(r) for r in range(first, last + 1))
+            else:
+                out.append(self._content(ref))
+        return out
+
+    def _content(self, ref: Any) -> Any:
+        if not isinstance(ref, int) or isinstance(ref, bool):
+            raise ValueError(f"a reference must be a number, got {ref!r}")
+        try:
+            return self._contents[ref]
+        except KeyError:
+            raise ValueError(f"content {ref} is defined by no earlier line of this process") from None
+
+
+def decode_line(data: dict[str, Any], refs: ContentRefs, *, where: str | None = None) -> Envelope:
+    """One envelope line (parsed JSON, version checked) as the envelope it records,
+    its references resolved through ``refs`` (which it extends); raises ``CodecError``."""
+    try:
+        msg = refs.expand(data)
+    except ValueError as exc:
+        raise CodecError(str(exc), where=where) from None
+    if msg is not data.get("msg"):
+        data = {**data, "msg": msg}
+    return envelope_from_plain(data, where=where)
 
 
 # -- writing -----------------------------------------------------------------------------------
@@ -237,6 +474,94 @@ class FileSink:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+class SessionClaim:
+    """A session's ownership: an exclusive ``flock`` on its recording, held by the
+    recorder for the session's life on a descriptor of its own (the sink only appends).
+    The lock goes with the process: a killed owner frees it. ``lost`` tells whether the
+    path still names the file being written (it was not deleted or replaced)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            raise SessionInUseError(in_use_message(path)) from None
+        except OSError:
+            os.close(self.fd)
+            raise
+
+    def lost(self) -> str | None:
+        """Why the path no longer names this file (``None``: it does)."""
+        mine = os.fstat(self.fd)
+        try:
+            there = os.stat(self.path)
+        except FileNotFoundError:
+            return "was deleted"
+        if (there.st_dev, there.st_ino) != (mine.st_dev, mine.st_ino):
+            return "was replaced by another file"
+        return None
+
+    def close(self) -> None:
+        os.close(self.fd)  # releases the lock
+
+
+def in_use_message(path: Path) -> str:
+    """``SessionInUseError``'s text: which process holds the session, when its meta line says."""
+    pid = _owner_pid(path)
+    who = f"another agentbus process (pid {pid})" if pid is not None else "another agentbus process"
+    return f"session {path.stem!r} is in use by {who}; attach to it there or wait until it ends ({path})"
+
+
+def _owner_pid(path: Path, *, block: int = 1 << 16) -> int | None:
+    """The pid in the last meta line within the file's last ``block`` bytes (the owner
+    wrote it when it took the session), if any."""
+    try:
+        with path.open("rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - block))
+            data = fh.read()
+    except OSError:
+        return None
+    for raw in reversed(data.split(b"\n")):
+        if b'"kind":"meta"' in raw:
+            meta = _json_object(raw)
+            pid = meta.get("pid") if meta else None
+            return pid if isinstance(pid, int) and _alive(pid) else None
+    return None
+
+
+def _alive(pid: int) -> bool:
+    """A process ``pid`` exists (a meta line of a process that ended names no owner)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def session_in_use(path: Path) -> str | None:
+    """Why ``path``'s session cannot be taken now (another process owns it), else
+    ``None``. A check ahead of starting (to refuse early and clearly); the recorder's
+    own claim is what makes it hold."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return in_use_message(path)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None
 
 
 @attrs.frozen
@@ -322,6 +647,8 @@ class RecorderActor:
         self.synced = 0
         self.voided = 0
         self._next_seq = 1
+        self.table = ContentTable()
+        """The contents this process wrote (numbered per process: see the module doc)."""
 
     def _fail(self, doing: str, exc: OSError) -> RecorderError:
         return RecorderError(f"cannot {doing} recording {self.path}: {exc.strerror or exc}")
@@ -329,51 +656,61 @@ class RecorderActor:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tail = read_tail(self.path)
-            sink = self.open_sink(self.path)
+            claim = SessionClaim(self.path)
         except OSError as exc:
             raise self._fail("open", exc) from exc
         try:
-            # A resumed session continues its numbering after the recording's last line.
-            if tail.last_seq:
-                self.bus.start_session_at(self.session_id, tail.last_seq + 1)
-            meta: dict[str, Any] = {
-                "v": FORMAT_VERSION,
-                "kind": "meta",
-                "session_id": self.session_id,
-                "started": self.wall_clock(),
-                **self.meta,
-                "first_seq": self.bus.next_seq(self.session_id),
-                "resumed": tail.last_seq > 0,
-            }
-            if tail.torn:
-                meta["torn_tail"] = True
-            head = ("\n" if tail.needs_newline else "") + _dumps(self.scrubber.scrub(meta)) + "\n"
             try:
-                sink.write(head.encode("utf-8"))
-                sink.fsync()
+                tail = read_tail(self.path)
+                sink = self.open_sink(self.path)
             except OSError as exc:
-                raise self._fail("write", exc) from exc
-            # Capacity 0: the bus waits until the recorder has taken each message, and
-            # the recorder is subscribed before any other observer (module doc).
-            sub = self.bus.subscribe(self.session_id, f"recorder:{self.session_id}", policy="block", capacity=0)
+                raise self._fail("open", exc) from exc
             try:
-                self._next_seq = self.bus.next_seq(self.session_id)
-                task_status.started()
-                async for env in sub:
-                    self._append(sink, env)
-                    if isinstance(env.message, SessionClosed):
-                        break
+                await self._record(claim, sink, tail, task_status)
             finally:
-                self.bus.unsubscribe(sub)
+                sink.close()
         finally:
-            sink.close()
+            claim.close()
 
-    def _append(self, sink: Sink, env: Envelope) -> None:
+    async def _record(self, claim: SessionClaim, sink: Sink, tail: Tail, task_status: trio.TaskStatus[None]) -> None:
+        # A resumed session continues its numbering after the recording's last line.
+        if tail.last_seq:
+            self.bus.start_session_at(self.session_id, tail.last_seq + 1)
+        meta: dict[str, Any] = {
+            "v": FORMAT_VERSION,
+            "kind": "meta",
+            "session_id": self.session_id,
+            "started": self.wall_clock(),
+            **self.meta,
+            "first_seq": self.bus.next_seq(self.session_id),
+            "resumed": tail.last_seq > 0,
+        }
+        if tail.torn:
+            meta["torn_tail"] = True
+        head = ("\n" if tail.needs_newline else "") + _dumps(self.scrubber.scrub(meta)) + "\n"
+        try:
+            sink.write(head.encode("utf-8"))
+            sink.fsync()
+        except OSError as exc:
+            raise self._fail("write", exc) from exc
+        # Capacity 0: the bus waits until the recorder has taken each message, and
+        # the recorder is subscribed before any other observer (module doc).
+        sub = self.bus.subscribe(self.session_id, f"recorder:{self.session_id}", policy="block", capacity=0)
+        try:
+            self._next_seq = self.bus.next_seq(self.session_id)
+            task_status.started()
+            async for env in sub:
+                self._append(sink, env, claim)
+                if isinstance(env.message, SessionClosed):
+                    break
+        finally:
+            self.bus.unsubscribe(sub)
+
+    def _append(self, sink: Sink, env: Envelope, claim: SessionClaim | None = None) -> None:
         """Write one message, synchronously (no checkpoint: see "Durability")."""
         if planted("recorder.drop_line") and env.seq % 10 == 0:
             return
-        line = encode_line(env, self.wall_clock(), self.scrubber) + "\n"
+        line = encode_line(env, self.wall_clock(), self.scrubber, self.table) + "\n"
         if env.seq > self._next_seq:
             # Numbers the bus gave to messages whose sender was cancelled before they
             # reached the first observer (this one): delivered to no one.
@@ -386,6 +723,12 @@ class RecorderActor:
             if isinstance(env.message, SYNC_POINTS):
                 sink.fsync()
                 self.synced += 1
+                lost = claim.lost() if claim is not None else None
+                if lost is not None:
+                    raise RecorderError(
+                        f"the recording {self.path} {lost} while the session ran; the session stops "
+                        "(what it did since is in no file anyone can read, and it could not be resumed)"
+                    )
         except OSError as exc:
             raise self._fail("write", exc) from exc
         self.written += 1
@@ -525,6 +868,7 @@ def parse_recording(
     expected_seq: int | None = None
     session_id: str | None = None
     voids: list[tuple[int, int]] = []
+    refs = ContentRefs()
     pending_bad: tuple[int, str] | None = None
     """An undecodable line: torn if the file ends or a meta line with ``torn_tail``
     follows, else an error."""
@@ -562,6 +906,7 @@ def parse_recording(
                 raise RecordingError(p, lineno, f"meta line for session {sid!r} in the recording of {session_id!r}")
             flush()
             meta, meta_line, lines = data, lineno, []
+            refs.reset()
             if isinstance(sid, str):
                 session_id = sid
             continue
@@ -574,7 +919,7 @@ def parse_recording(
                     raise CodecError(f"malformed JSON: {exc}", where=where) from None
                 raise CodecError("a recording line must be a JSON object", where=where)
             _check_version(p, lineno, data.get("v"))
-            env, extra = decode_envelope(text, where=where)
+            env = decode_line(data, refs, where=where)
         except CodecError as exc:
             last = idx == len(numbered) - 1
             if data is None and last and not ends_with_newline:
@@ -594,7 +939,7 @@ def parse_recording(
         if check_sequence and expected_seq is not None and env.seq != expected_seq:
             raise RecordingError(p, lineno, f"sequence gap: expected seq {expected_seq}, found {env.seq}")
         expected_seq = env.seq + 1
-        wall = extra.get("wall")
+        wall = data.get("wall")
         lines.append(RecordedLine(line=lineno, env=env, wall=wall if isinstance(wall, str) else None))
     if pending_bad is not None:
         raise RecordingError(p, pending_bad[0], pending_bad[1])
@@ -603,11 +948,11 @@ def parse_recording(
 
 
 def _check_version(p: Path, lineno: int, version: Any) -> None:
-    if version == FORMAT_VERSION:
+    if version == FORMAT_VERSION or version == REFS_VERSION:
         return
-    if isinstance(version, int) and version > FORMAT_VERSION:
+    if isinstance(version, int) and version > REFS_VERSION:
         raise RecordingError(
-            p, lineno, f"format version {version} is newer than this agentbus reads ({FORMAT_VERSION}); upgrade agentbus"
+            p, lineno, f"format version {version} is newer than this agentbus reads ({REFS_VERSION}); upgrade agentbus"
         )
     raise RecordingError(p, lineno, f"unsupported format version {version!r}")
 
@@ -621,6 +966,28 @@ def _short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def read_meta(path: Path | str, *, limit: int = 1 << 20) -> Mapping[str, Any]:
+    """The first meta line of a recording, read alone (for what a session was started
+    with: its workspace, model, mode). Raises ``RecordingError`` when there is no
+    recording or it does not start with one (a recording is never empty: its first
+    process writes the meta line before anything else)."""
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            first = fh.readline(limit)
+    except FileNotFoundError:
+        raise RecordingError(p, None, "no such recording") from None
+    except OSError as exc:
+        raise RecordingError(p, None, f"cannot read: {exc.strerror or exc}") from None
+    if not first.strip():
+        raise RecordingError(p, None, "the recording is empty")
+    data = _json_object(first)
+    if data is None or data.get("kind") != "meta":
+        raise RecordingError(p, 1, "the recording does not start with its meta line")
+    _check_version(p, 1, data.get("v"))
+    return data
+
+
 def iter_recordings(data_dir: Path) -> Iterable[Path]:
     """Every recording file in ``data_dir`` (any order)."""
     folder = sessions_dir(data_dir)
@@ -631,8 +998,13 @@ def iter_recordings(data_dir: Path) -> Iterable[Path]:
 
 
 __all__ = [
+    "INTERNED",
+    "INTERNED_TYPES",
     "REDACTED",
+    "REFS_VERSION",
     "SYNC_POINTS",
+    "ContentRefs",
+    "ContentTable",
     "FileSink",
     "RecordedLine",
     "RecorderActor",
@@ -641,18 +1013,24 @@ __all__ = [
     "RecordingError",
     "Scrubber",
     "Segment",
+    "SessionClaim",
+    "SessionInUseError",
     "Sink",
     "Tail",
     "TornLine",
+    "decode_line",
     "default_data_dir",
     "encode_line",
+    "in_use_message",
     "iter_recordings",
     "load_recording",
     "parse_recording",
+    "read_meta",
     "read_tail",
     "recorder_error_in",
     "recording_path",
     "secrets_from_env",
+    "session_in_use",
     "sessions_dir",
     "wall_clock_iso",
 ]

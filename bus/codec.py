@@ -122,6 +122,12 @@ def decode_envelope(text: str | bytes, *, where: str | None = None) -> tuple[Env
                 where=where,
             )
         raise CodecError(f"unsupported format version {version!r}", where=where)
+    return envelope_from_plain(data, where=where), data
+
+
+def envelope_from_plain(data: dict[str, Any], *, where: str | None = None) -> Envelope:
+    """Structure an envelope from parsed JSON data whose version the caller checked
+    (the recorder's reader: its lines may be of a later recording format)."""
     try:
         seq = data["seq"]
         session_id = data["session_id"]
@@ -132,14 +138,13 @@ def decode_envelope(text: str | bytes, *, where: str | None = None) -> tuple[Env
         raise CodecError(f"envelope lacks {exc.args[0]!r}", where=where) from None
     if not isinstance(seq, int) or not isinstance(session_id, str) or not isinstance(sender, str):
         raise CodecError("envelope fields have wrong types", where=where)
-    env = Envelope(
+    return Envelope(
         seq=seq,
         session_id=session_id,
         sender=sender,
         recipient=recipient,
         message=from_plain(raw_msg, where=where),
     )
-    return env, data
 
 
 def _loads(text: str | bytes, where: str | None) -> Any:

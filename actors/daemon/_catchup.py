@@ -8,7 +8,9 @@ before ``s`` is already in the file (see ``actors/recorder.py``). A ``RecordingC
 reads forward only: each subscriber keeps one and never reads a byte twice.
 
 By default clients get the session's *client events*; ``INTERNAL`` names the messages
-left out unless a subscriber asks for everything (``Subscribe.full``).
+left out unless a subscriber asks for everything (``Subscribe.full``). Only those carry
+contents by reference (``actors.recorder.INTERNED``): a cursor that delivers them reads
+every line that defines or refers to contents, from the file's start, to resolve them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bus import CodecError, Envelope
-from bus.codec import decode_envelope
+from bus.codec import FORMAT_VERSION
+
+from ..recorder import INTERNED_TYPES, REFS_VERSION, ContentRefs, decode_line
 
 INTERNAL = frozenset(
     {
@@ -61,6 +65,7 @@ def everything(type_name: str) -> bool:
 
 
 _HEAD = re.compile(rb'^\{"v":(\d+),"seq":(\d+),')
+_META = re.compile(rb'^\{"v":\d+,"kind":"meta"')
 _TAIL = re.compile(rb'"type":"([A-Za-z]+)"\}\}$')
 """An envelope line starts with its version and seq and ends with its message's tag
 (``envelope_to_plain`` and ``to_plain`` write the keys in that order)."""
@@ -73,6 +78,9 @@ class RecordingCursor:
         self.path = path
         self.pos = 0
         """Byte offset of the first line not read yet."""
+        self.refs = ContentRefs()
+        """The contents defined so far (kept only by a cursor that delivers the
+        messages that refer to them)."""
 
     def read(
         self, first: int, before: int | None, wanted: Callable[[str], bool] = everything
@@ -90,6 +98,7 @@ class RecordingCursor:
             return [], first
         out: list[Envelope] = []
         expected = first
+        expand = any(wanted(name) for name in INTERNED_TYPES)
         start = 0
         while True:
             end = data.find(b"\n", start)
@@ -97,22 +106,42 @@ class RecordingCursor:
                 break  # a line still being written (or torn): not ours yet
             line = data[start:end]
             seq, tag, last = _classify(line)
+            if seq is None and expand and _META.match(line):
+                self.refs.reset()  # a new process's part: its numbering starts again
             if seq is not None:
                 if before is not None and seq >= before:
                     break
-                if last is None and seq >= first and wanted(tag or ""):
-                    try:
-                        env, _ = decode_envelope(line, where=f"{self.path}")
-                    except CodecError:
-                        env = None  # a line this build cannot read: skipped, not fatal
+                deliver = last is None and seq >= first and wanted(tag or "")
+                if deliver:
+                    env = self._decode(line)
                     if env is not None and (tag is not None or wanted(type(env.message).__name__)):
                         out.append(env)
+                elif expand and line.startswith(_REFS_HEAD):
+                    self._decode(line, keep_only=True)
                 expected = max(expected, (last if last is not None else seq) + 1)
             start = end + 1
             self.pos += len(line) + 1
         if before is not None:
             expected = max(expected, before)
         return out, expected
+
+    def _decode(self, line: bytes, *, keep_only: bool = False) -> Envelope | None:
+        """The line's envelope (its references resolved; ``keep_only``: only take in
+        the contents it defines and refers to); ``None`` for a line this build cannot
+        read: skipped, not fatal."""
+        try:
+            data = json.loads(line)
+            if not isinstance(data, dict) or data.get("v") not in (FORMAT_VERSION, REFS_VERSION):
+                return None
+            if keep_only:
+                self.refs.expand(data)
+                return None
+            return decode_line(data, self.refs, where=f"{self.path}")
+        except (ValueError, CodecError):
+            return None
+
+
+_REFS_HEAD = b'{"v":%d,' % REFS_VERSION
 
 
 def _classify(line: bytes) -> tuple[int | None, str | None, int | None]:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bus.codec import decode_envelope
+from actors.recorder import load_recording
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -111,10 +111,7 @@ def test_a_project_agent_runs_as_a_child_session(tmp_path: Path) -> None:
     assert events[-1]["type"] == "result" and events[-1]["status"] == "success"
     # The child's recording sits beside the parent's.
     [child] = list((tmp_path / "data" / "sessions").glob("*.agents/*.jsonl"))
-    kinds = [
-        type(decode_envelope(line)[0].message).__name__
-        for line in child.read_text().splitlines()[1:]
-    ]
+    kinds = [type(env.message).__name__ for env in load_recording(child).envelopes]
     assert "TurnEnded" in kinds and kinds[-1] == "SessionClosed"
 
 

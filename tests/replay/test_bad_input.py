@@ -39,7 +39,7 @@ def test_a_recording_from_a_newer_format_version(tmp_path: Path) -> None:
     path = mutated(tmp_path, TEXT, 1, '"v":1', '"v":9')
     code, _, err = replay(str(path))
     assert code == 2
-    assert err == f"agentbus replay: {path}:1: format version 9 is newer than this agentbus reads (1); upgrade agentbus\n"
+    assert err == f"agentbus replay: {path}:1: format version 9 is newer than this agentbus reads (2); upgrade agentbus\n"
 
 
 def test_a_corrupted_line_in_the_middle(tmp_path: Path) -> None:

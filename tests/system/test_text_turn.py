@@ -12,9 +12,9 @@ import trio
 from actors import runtime
 from actors.gateway import FakeResponsesBackend, GatewayActor
 from actors.gateway._fake import FakeEntry
+from actors.recorder import load_recording
 from actors.tools import ToolEnv
 from bus import Bus
-from bus.codec import decode_envelope
 from bus.messages import (
     CloseSession,
     ModelChunk,
@@ -115,5 +115,4 @@ async def test_recording_decodes_to_the_delivered_messages(tmp_path: Path) -> No
     cap, _ = await run_prompt(tmp_path, FakeResponsesBackend([stream("a", "b")]), rec)
     lines = rec.read_text().splitlines()
     assert json.loads(lines[0])["kind"] == "meta"  # the recording's first line describes it
-    decoded = [decode_envelope(line)[0] for line in lines[1:]]
-    assert decoded == cap.envelopes
+    assert load_recording(rec).envelopes == cap.envelopes

@@ -1,0 +1,152 @@
+"""Contents by reference: a recording holds each distinct content once per process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from hypothesis import given
+from hypothesis import strategies as st
+
+from actors.daemon._catchup import RecordingCursor, everything, is_client_event
+from actors.recorder import (
+    REFS_VERSION,
+    ContentRefs,
+    ContentTable,
+    RecordingError,
+    Scrubber,
+    encode_line,
+    load_recording,
+    parse_recording,
+)
+from bus import Envelope
+from bus.messages import GenerateRequest, StartTurn
+from tests.replay._session import ClientScript, calls_entry, run_session, text_entry
+
+SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "recorded"
+
+
+def _tool_session(tmp_path: Path, rec: Path, prompts: int) -> list[Envelope]:
+    """A session of ``prompts`` turns, each one tool call then an answer; returns
+    the envelopes delivered."""
+    entries = []
+    for i in range(prompts):
+        entries += [calls_entry(("probe", {"i": i})), text_entry(f"answer {i}")]
+    script = ClientScript(prompts=tuple(f"prompt {i}" for i in range(prompts)))
+    cap, _ = trio.run(run_session, tmp_path, rec, entries, script, clock=trio.testing.MockClock(autojump_threshold=0))
+    return list(cap.envelopes)
+
+
+def test_history_and_requests_are_written_by_reference_and_read_back_whole(tmp_path: Path) -> None:
+    rec = tmp_path / "s.jsonl"
+    delivered = _tool_session(tmp_path, rec, 3)
+    lines = [json.loads(line) for line in rec.read_text().splitlines()]
+    starts = [d for d in lines if d.get("msg", {}).get("type") == "StartTurn"]
+    # The third turn's history holds the first two turns' contents, all defined before.
+    assert starts[2]["v"] == REFS_VERSION and "history" not in starts[2]["msg"]
+    assert "defs" in starts[2] and len(starts[2]["defs"]) < 4
+    # Each content is written once: no content appears in two lines' defs.
+    defined = [json.dumps(v, sort_keys=True) for d in lines for v in d.get("defs", {}).values()]
+    assert len(defined) == len(set(defined))
+    loaded = load_recording(rec)
+    assert loaded.envelopes == delivered
+    histories = [e.message.history for e in loaded.envelopes if isinstance(e.message, StartTurn)]
+    assert [len(h) for h in histories] == [0, 4, 8]
+    assert histories[2][:4] == histories[1]
+    requests = [e.message for e in loaded.envelopes if isinstance(e.message, GenerateRequest)]
+    assert all(r.config == {"systemInstruction": "test"} for r in requests)
+
+
+def test_old_recordings_without_references_still_load() -> None:
+    old = sorted(SCENARIO.glob("*/recording.jsonl"))
+    if not old:
+        pytest.skip("no recorded scenarios")
+    for path in old:
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        assert all(d["v"] == 1 and "refs" not in d for d in lines)
+        recording = load_recording(path)
+        assert len(recording.envelopes) == sum(1 for d in lines if "seq" in d)
+
+contents = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@given(st.lists(st.lists(st.sampled_from(range(6)), max_size=12), min_size=1, max_size=6), st.lists(contents, min_size=6, max_size=6))
+def test_any_sequence_of_histories_reads_back_as_written(histories: list[list[int]], pool: list[Any]) -> None:
+    table, refs = ContentTable(), ContentRefs()
+    for seq, picks in enumerate(histories, start=1):
+        msg = StartTurn(session_id="s", turn_id="t", prompt_id="p", model="m", approval_mode="default",
+                        history=tuple(pool[i] for i in picks))
+        env = Envelope(seq=seq, session_id="s", sender="a", recipient="b", message=msg)
+        line = encode_line(env, "w", Scrubber(), table)
+        back = parse_line(line, refs)
+        assert back == env
+
+
+def parse_line(line: str, refs: ContentRefs) -> Envelope:
+    from actors.recorder import decode_line
+
+    return decode_line(json.loads(line), refs)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.pop("defs"), r"r\.jsonl:\d+: content \d+ is defined by no earlier line of this process"),
+        (lambda d: d["refs"].update(history=[[1, 10**9]]), r"the run of references \[1, 1000000000\] is not within"),
+        (lambda d: d["refs"].update(history={"same": 99, "then": []}), r"'same' must count contents of the last StartTurn"),
+        (lambda d: d["refs"].update(history=["x"]), r"a reference must be a number, got 'x'"),
+    ],
+    ids=["undefined", "run-too-long", "same-too-many", "not-a-number"],
+)
+def test_bad_references_are_errors_naming_file_and_line(tmp_path: Path, edit: Any, message: str) -> None:
+    rec = tmp_path / "s.jsonl"
+    _tool_session(tmp_path, rec, 2)
+    lines = rec.read_text().splitlines()
+    n = next(i for i, line in enumerate(lines) if '"StartTurn"}}' in line and '"defs"' in line and i > 5)
+    data = json.loads(lines[n])
+    edit(data)
+    lines[n] = json.dumps(data)
+    with pytest.raises(RecordingError, match=message):
+        parse_recording(tmp_path / "r.jsonl", ("\n".join(lines) + "\n").encode())
+
+
+def test_a_resumed_process_numbers_its_contents_anew(tmp_path: Path) -> None:
+    rec = tmp_path / "s.jsonl"
+    _tool_session(tmp_path, rec, 2)
+    _tool_session(tmp_path, rec, 2)
+    loaded = load_recording(rec)
+    assert len(loaded.segments) == 2
+    second_part = [json.loads(line) for line in rec.read_text().splitlines()[loaded.segments[1].meta_line :]]
+    assert "1" in next(d for d in second_part if "defs" in d)["defs"]
+    first, second = ([len(e.message.history) for e in seg.envelopes if isinstance(e.message, StartTurn)] for seg in loaded.segments)
+    assert first == second == [0, 4]
+
+
+def test_a_full_catch_up_from_the_middle_resolves_references(tmp_path: Path) -> None:
+    rec = tmp_path / "s.jsonl"
+    _tool_session(tmp_path, rec, 3)
+    _tool_session(tmp_path, rec, 1)  # a second process's part, numbered anew
+    loaded = load_recording(rec)
+    middle = loaded.envelopes[len(loaded.envelopes) // 2].seq
+    envs, nxt = RecordingCursor(rec).read(middle, None, everything)
+    assert envs == [e for e in loaded.envelopes if e.seq >= middle]
+    assert nxt == loaded.last_seq + 1
+    # Read in pieces, as a follower does.
+    cursor = RecordingCursor(rec)
+    got: list[Envelope] = []
+    for first in range(1, loaded.last_seq + 1, 37):
+        part, _ = cursor.read(first, first + 37, everything)
+        got += part
+    assert got == loaded.envelopes
+    # A client follower gets the client events only and keeps no contents.
+    client = RecordingCursor(rec)
+    events, _ = client.read(1, None, is_client_event)
+    assert events == [e for e in loaded.envelopes if is_client_event(type(e.message).__name__)]
+    assert client.refs.expand({"msg": {}}) == {} and not client.refs._contents
