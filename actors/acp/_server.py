@@ -373,7 +373,7 @@ class AcpServer:
         )
 
     async def _load_session(self, params: dict[str, Any]) -> Any:
-        from ..recorder import RecordingError, load_recording, recording_path
+        from ..recorder import RecordingError, load_recording, recording_path, session_in_use
         from ._session import replay_of
 
         sid = required_str(params, "sessionId")
@@ -398,6 +398,8 @@ class AcpServer:
         except RecordingError as exc:
             raise RpcError(INTERNAL_ERROR, f"Cannot load session {sid}: {exc}") from None
         running = self.sessions.get(sid)
+        if running is None and (in_use := session_in_use(path)):
+            raise RpcError(INTERNAL_ERROR, f"Cannot load session {sid}: {in_use}")  # owned by another process
         if running is not None and running.view is not None:
             # Loaded again while it runs here: replay what it did, keep it running.
             replay = replay_of(recording, running.view.presenter)

@@ -88,7 +88,7 @@ def exit_status(exc: BaseException, prog: str, stderr: TextIO) -> int | None:
     quietly with status 0, as Gemini CLI does on EPIPE.
     """
     from ..daemon.client import DaemonError
-    from ..recorder import recorder_error_in
+    from ..recorder import SessionInUseError, recorder_error_in
 
     leaves = leaf_errors(exc)
     if isinstance(exc, SystemExit):
@@ -103,6 +103,9 @@ def exit_status(exc: BaseException, prog: str, stderr: TextIO) -> int | None:
         stderr.write(f"{cause.message}\n")
         return cause.exit_code
     failure = recorder_error_in(exc)
+    if isinstance(failure, SessionInUseError):  # taken by another process since we checked
+        stderr.write(f"{prog}: {failure}\n")
+        return FatalInputError.exit_code
     if failure is not None:
         stderr.write(f"{prog}: {failure}; the session was stopped\n")
         return 1

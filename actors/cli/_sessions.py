@@ -61,6 +61,7 @@ from ..recorder import (
     iter_recordings,
     load_recording,
     recording_path,
+    session_in_use,
     sessions_dir,
 )
 from ..scheduler._logic import cancelled_response_parts
@@ -154,28 +155,102 @@ def _parts_text(parts: Iterable[Any]) -> str:
 
 
 # -- listing -----------------------------------------------------------------------------------
-def scan_session(path: Path) -> SessionInfo | None:
-    """A light read of one recording for listing (no message decoding); ``None`` when
-    it is unreadable, has no meta or messages, or nothing resumable."""
+SCAN_BLOCK = 1 << 16
+_TAG = re.compile(rb'"type":"([A-Za-z]+)"\}\}\s*$')
+"""An envelope line ends with its message's tag (``bus.codec``'s key order)."""
+_LISTED_TAGS = frozenset({b"OpenSession", b"SubmitPrompt", b"TurnEnded"})
+
+
+def _lines_forward(fh: Any, block: int = SCAN_BLOCK) -> Iterable[bytes]:
+    """The file's complete lines from its start, read a block at a time."""
+    rest = b""
+    while chunk := fh.read(block):
+        rest += chunk
+        *lines, rest = rest.split(b"\n")
+        yield from lines
+    if rest:
+        yield rest
+
+
+def _last_stamp(fh: Any, size: int, block: int = SCAN_BLOCK) -> str | None:
+    """The wall time of the file's last stamped line (an envelope's ``wall``, a meta
+    line's ``started``), read backwards from the end a block at a time."""
+    pos, rest = size, b""
+    while pos > 0:
+        step = min(block, pos)
+        pos -= step
+        fh.seek(pos)
+        rest = fh.read(step) + rest
+        lines = rest.split(b"\n")
+        rest = lines.pop(0) if pos > 0 else b""
+        for line in reversed(lines):
+            data = _json_line(line)
+            if data is None:
+                continue
+            stamp = data.get("started") if data.get("kind") == "meta" else data.get("wall")
+            if isinstance(stamp, str):
+                return stamp
+    return None
+
+
+def _json_line(line: bytes) -> dict[str, Any] | None:
+    if not line.strip():
+        return None
     try:
-        raw = path.read_bytes()
+        data = json.loads(line)
+    except ValueError:
+        return None  # a torn line
+    return data if isinstance(data, dict) else None
+
+
+def scan_session(path: Path) -> SessionInfo | None:
+    """A light read of one recording for listing; ``None`` when it is unreadable, has
+    no meta or messages, or nothing resumable.
+
+    Reads from the start only until it knows what a listing shows (the first meta
+    line, the first real prompt, that something is resumable), decoding no message
+    but those, and the last stamp from the end: a session's first lines and last
+    line, however long it is."""
+    try:
+        with path.open("rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            found = _scan_head(fh, path.stem)
+            if found is None:
+                return None
+            sid, started, workspace, shown = found
+            last = _last_stamp(fh, size)
     except OSError:
         return None
-    sid = path.stem
+    return SessionInfo(
+        id=sid,
+        path=path,
+        started=started,
+        last_updated=last or started,
+        first_user_message=clean_message(shown) if shown is not None else "Empty conversation",
+        workspace=workspace,
+    )
+
+
+def _scan_head(fh: Any, sid: str) -> tuple[str, str, str, str | None] | None:
+    """(session id, started, workspace, first user message) from the recording's
+    first lines, or ``None`` when the whole of it shows nothing resumable."""
     started: str | None = None
     workspace: str | None = None
-    last: str | None = None
     first_user: str | None = None
     fallback_user: str | None = None
     resumable = False
-    for line in raw.split(b"\n"):
-        if not line.strip():
+    for line in _lines_forward(fh):
+        if started is not None and workspace is not None and resumable and first_user is not None:
+            break
+        tag = _TAG.search(line, max(0, len(line) - 64))
+        if tag is not None and tag.group(1) not in _LISTED_TAGS:
+            if started is None:  # a recording without a meta line starts with its first stamp
+                data = _json_line(line)
+                wall = data.get("wall") if data is not None else None
+                started = wall if isinstance(wall, str) else None
             continue
-        try:
-            data = json.loads(line)
-        except ValueError:
-            continue  # a torn line
-        if not isinstance(data, dict):
+        data = _json_line(line)
+        if data is None:
             continue
         if data.get("kind") == "meta":
             if started is None and isinstance(data.get("started"), str):
@@ -184,13 +259,10 @@ def scan_session(path: Path) -> SessionInfo | None:
                 workspace = data["workspace"]
             if isinstance(data.get("session_id"), str):
                 sid = data["session_id"]
-            if isinstance(data.get("started"), str):
-                last = data["started"]
             continue
         wall = data.get("wall")
-        if isinstance(wall, str):
-            last = wall
-            started = started or wall
+        if started is None and isinstance(wall, str):
+            started = wall
         msg = data.get("msg")
         if not isinstance(msg, dict):
             continue
@@ -198,8 +270,7 @@ def scan_session(path: Path) -> SessionInfo | None:
         if kind == "OpenSession" and workspace is None and isinstance(msg.get("workspace"), str):
             workspace = msg["workspace"]
         elif kind == "SubmitPrompt":
-            text = msg.get("display_text") or _parts_text(msg.get("parts") or ())
-            text = str(text)
+            text = str(msg.get("display_text") or _parts_text(msg.get("parts") or ()))
             if fallback_user is None:
                 fallback_user = text
             if not is_ignored_user_text(text.strip()):
@@ -210,15 +281,7 @@ def scan_session(path: Path) -> SessionInfo | None:
             resumable = True
     if started is None or workspace is None or not resumable:
         return None
-    shown = first_user if first_user is not None else fallback_user
-    return SessionInfo(
-        id=sid,
-        path=path,
-        started=started,
-        last_updated=last or started,
-        first_user_message=clean_message(shown) if shown is not None else "Empty conversation",
-        workspace=workspace,
-    )
+    return sid, started, workspace, first_user if first_user is not None else fallback_user
 
 
 def list_sessions(data_dir: Path, workspace: Path) -> list[SessionInfo]:
@@ -295,6 +358,9 @@ def delete_command(arg: str, data_dir: Path, workspace: Path, out: TextIO, err: 
             err.write(f'Invalid session identifier "{arg}". Use --list-sessions to see available sessions.')
             return FatalInputError.exit_code
         chosen = sessions[index - 1]
+    if in_use := session_in_use(chosen.path):
+        err.write(f"Failed to delete session: {in_use}")
+        return 0
     try:
         chosen.path.unlink()
     except OSError as exc:
@@ -334,6 +400,9 @@ def session_for_run(args: Any, workspace: Path, err: TextIO | None = None) -> tu
         def report(torn: TornLine) -> None:
             err.write(f"Warning: {info.path}:{torn.line}: {torn.reason}; ignored\n")
 
+        if in_use := session_in_use(info.path):
+            # One process owns a session at a time (its recorder holds the recording).
+            raise FatalInputError(f"Error resuming session: {in_use}")
         recording = load_recording(info.path, on_torn=report)
     except SessionError as exc:
         if exc.code == "NO_SESSIONS_FOUND" and args.resume.strip() == RESUME_LATEST:

@@ -393,7 +393,8 @@ class ConnectionActor:
                     Welcome(request_id=msg.request_id, protocol=PROTOCOL_VERSION, pid=os.getpid(), address=self.address)
                 )
             case ListSessions():
-                await self._send(SessionList(request_id=msg.request_id, sessions=tuple(core.list(msg.workspace))))
+                sessions = await core.list_sessions(msg.workspace)  # recordings read off the event loop
+                await self._send(SessionList(request_id=msg.request_id, sessions=tuple(sessions)))
             case CreateSession():
                 live = await core.create(
                     workspace=msg.workspace,
@@ -571,7 +572,7 @@ class ConnectionActor:
                         await current.replaced.wait()
                         current = current.successor
                     else:
-                        reason = current.closing or "closed"
+                        reason = current.closing or (f"failed: {current.failure}" if current.failure else "closed")
                         current = None
                 await self._send(SubscriptionEnded(session_id=sid, reason=reason))
         except _Closed:

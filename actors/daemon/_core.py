@@ -66,7 +66,14 @@ from ..cli._setup import (
     session_setup,
 )
 from ..gateway import BackendError, FakeResponsesError, auth_environment
-from ..recorder import RecordingError, load_recording, recording_path, secrets_from_env
+from ..recorder import (
+    RecordingError,
+    load_recording,
+    read_meta,
+    recording_path,
+    secrets_from_env,
+    session_in_use,
+)
 from ._backends import SessionBackends
 from ._registry import Registry, SessionEntry
 
@@ -239,8 +246,9 @@ class DaemonCore:
         self._refuse_when_stopping()
         entry = self.registry.get(session_id)
         path = recording_path(self.data_dir, session_id)
+        # Recordings are read in a worker thread: a long one would stall every session.
         if entry is None:
-            entry = self._entry_from_recording(session_id, path)
+            entry = await trio.to_thread.run_sync(self._entry_from_recording, session_id, path)
         if fake_responses:
             entry = attrs.evolve(
                 entry,
@@ -248,7 +256,8 @@ class DaemonCore:
                 fake_chunk_delay_ms=fake_chunk_delay_ms,
             )
         with self._reserve(session_id):
-            live = await self._start(entry, history=self._history(path), source="resume", auth_env=auth_env)
+            history = await trio.to_thread.run_sync(self._history, path)
+            live = await self._start(entry, history=history, source="resume", auth_env=auth_env)
         self._remember(entry)
         return live, True
 
@@ -299,7 +308,10 @@ class DaemonCore:
                     await self._close(live, f"approval mode changed to {approval_mode}")
                     await live.stopped.wait()
                     new = await self._start(
-                        entry, history=self._history(live.recording), source="resume", auth_env=live.auth_env
+                        entry,
+                        history=await trio.to_thread.run_sync(self._history, live.recording),
+                        source="resume",
+                        auth_env=live.auth_env,
                     )
             except BaseException:
                 live.replaced.set()
@@ -329,7 +341,22 @@ class DaemonCore:
         self._remember(live.entry)
         return live
 
-    def list(self, workspace: str = "") -> list[SessionSummary]:
+    async def list_sessions(self, workspace: str = "") -> list[SessionSummary]:
+        """``list``, with the recordings of ``workspace`` read in a worker thread."""
+        recorded = None
+        if workspace:
+            recorded = await trio.to_thread.run_sync(self._recorded, workspace)
+        return self.list(workspace, recorded=recorded)
+
+    def _recorded(self, workspace: str) -> list[sessions_on_disk.SessionInfo]:
+        try:
+            return sessions_on_disk.list_sessions(self.data_dir, Path(workspace).resolve())
+        except OSError:
+            return []
+
+    def list(
+        self, workspace: str = "", *, recorded: list[sessions_on_disk.SessionInfo] | None = None
+    ) -> list[SessionSummary]:
         out = [live.summary() for live in self.sessions.values()]
         known = {s.session_id for s in out}
         for entry in self.registry.entries():
@@ -346,10 +373,8 @@ class DaemonCore:
                     )
                 )
         if workspace:
-            try:
-                recorded = sessions_on_disk.list_sessions(self.data_dir, Path(workspace).resolve())
-            except OSError:
-                recorded = []
+            if recorded is None:
+                recorded = self._recorded(workspace)
             titles = {info.id: info for info in recorded}
             out = [
                 attrs.evolve(s, title=s.title or titles[s.session_id].first_user_message)
@@ -436,9 +461,13 @@ class DaemonCore:
             raise RequestError("failed", exc.message) from None
 
     def _entry_from_recording(self, session_id: str, path: Path) -> SessionEntry:
+        """(Blocking: a worker thread's.) The session's settings from its meta line."""
         if not path.exists():
             raise RequestError("unknown_session", f"no session {session_id!r} (no recording at {path})")
-        meta = self._load(path).meta
+        try:
+            meta = read_meta(path)
+        except RecordingError as exc:
+            raise RequestError("failed", f"cannot resume: {exc}") from None
         workspace = meta.get("workspace")
         if not isinstance(workspace, str) or not Path(workspace).is_dir():
             raise RequestError("failed", f"the workspace of session {session_id!r} ({workspace!r}) is gone")
@@ -458,8 +487,17 @@ class DaemonCore:
             raise RequestError("failed", f"cannot resume: {exc}") from None
 
     def _history(self, path: Path) -> tuple[Any, ...]:
-        if not path.exists():
-            return ()
+        """(Blocking: a worker thread's.) The history the session continues. A session
+        the daemon knows always has a recording with its meta line (its recorder
+        writes it first): none, or an empty one, means it was deleted, and an empty
+        history would pass for the session's."""
+        if in_use := session_in_use(path):
+            raise RequestError("busy", f"cannot resume: {in_use}")
+        try:
+            read_meta(path)
+        except RecordingError as exc:
+            log.warning("cannot resume session %s: %s", path.stem, exc)
+            raise RequestError("failed", f"cannot resume session {path.stem!r}: {exc} (deleted?); its history is lost") from None
         return tuple(sessions_on_disk.resumable_history(self._load(path)))
 
     def _config(
@@ -567,7 +605,7 @@ class DaemonCore:
         except Exception as exc:
             if not reported:
                 raise
-            live.failure = f"{type(exc).__name__}: {exc}"
+            live.failure = error_text(exc)
             log.error("session %s failed: %s", sid, live.failure)
         finally:
             port.close()
