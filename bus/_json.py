@@ -5,11 +5,21 @@ mutable state. Gemini payloads (contents, parts, function-call arguments, usage)
 their REST wire shape, so they travel as *frozen JSON*: ``frozendict`` for objects and
 ``tuple`` for arrays. ``frozendict`` subclasses ``dict``, so ``json.dumps`` accepts a
 frozen value as it is.
+
+Freezing is also where outside data is made fit to travel (DESIGN: validation at the
+edges): every text becomes well-formed Unicode (``well_formed``), so a lone surrogate
+from a JSON escape or an undecodable file name can never stop the recorder or a
+socket from encoding the message; values JSON text cannot carry (NaN, infinities,
+integers beyond Python's 4300-digit conversion limit) and nesting deeper than
+``MAX_DEPTH`` are refused with ``JsonValueError``, so no recursive walker downstream
+(the codec, schema checks, hooks) can overflow the stack.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -27,20 +37,84 @@ else:
 
 EMPTY: frozendict[str, Any] = frozendict()
 
+MAX_DEPTH = 128
+"""Objects and arrays nested deeper than this are refused. Google's API parses
+function arguments as protobuf ``Struct`` values (100 levels at most), so no real
+payload comes near; every recursive walker of a value stays far from Python's stack
+limit."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_LONG_INT_BITS = 14_000
+"""Below this many bits an int surely has fewer than 4301 digits."""
+_TOO_LONG_INT = 10**4300
+"""The least magnitude with 4301 digits: Python's default limit for converting an int
+to text, hence to JSON."""
+
+
+class JsonValueError(ValueError):
+    """A value no message can carry: nested deeper than ``MAX_DEPTH``, an integer too
+    long for JSON text, or a NaN or infinity."""
+
+
+def well_formed(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD, so it encodes as UTF-8.
+
+    Surrogates that stand for bytes that were not UTF-8 (Python's ``surrogateescape``:
+    file names, command-line arguments) become what Node shows for those bytes (one
+    U+FFFD per invalid sequence); any other lone surrogate (a JSON ``\\ud800`` escape)
+    becomes one U+FFFD, as JavaScript's ``toWellFormed`` does. Cheap for the common
+    case: ASCII or surrogate-free text is returned as it is."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
 
 def freeze(value: Any) -> Any:
-    """Return ``value`` with every dict made a ``frozendict`` and every list a tuple."""
+    """Return ``value`` with every dict made a ``frozendict``, every list a tuple and
+    every text well-formed; raises ``JsonValueError`` for what JSON cannot carry."""
+    return _freeze(value, 0)
+
+
+def _freeze(value: Any, depth: int) -> Any:
     cls = value.__class__
-    if cls is str or cls is int or cls is float or cls is bool or value is None:
-        return value  # the common leaves first: this runs for every streamed chunk
-    if isinstance(value, frozendict):
-        # Already frozen at this level; children of a frozendict built by freeze() are too.
+    # The common leaves first: this runs for every streamed chunk.
+    if cls is str:
+        return value if value.isascii() else well_formed(value)
+    if cls is int:
+        if value.bit_length() > _LONG_INT_BITS and abs(value) >= _TOO_LONG_INT:
+            raise JsonValueError("an integer of more than 4300 digits is not a JSON number")
         return value
-    if isinstance(value, Mapping):
-        return frozendict({k if k.__class__ is str else str(k): freeze(v) for k, v in value.items()})
-    if isinstance(value, list | tuple):
-        return tuple([freeze(v) for v in value])
-    return value
+    if cls is float:
+        if not math.isfinite(value):
+            raise JsonValueError(f"{value!r} is not a JSON number")
+        return value
+    if cls is bool or value is None:
+        return value
+    if cls is list or cls is tuple:
+        if depth >= MAX_DEPTH:
+            raise JsonValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
+        return tuple([_freeze(v, depth + 1) for v in value])
+    if cls is not dict:
+        if isinstance(value, frozendict):
+            # Already frozen at this level; children of a frozendict built by freeze() are too.
+            return value
+        if isinstance(value, list | tuple):
+            return _freeze(list(value), depth)
+        for plain in (str, int, float):  # subclasses (an IntEnum...) as the JSON they write
+            if isinstance(value, plain):
+                return _freeze(plain(value), depth)
+        if not isinstance(value, Mapping):
+            return value
+    if depth >= MAX_DEPTH:
+        raise JsonValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
+    return frozendict(
+        {
+            (k if k.isascii() else well_formed(k)) if k.__class__ is str else str(k): _freeze(v, depth + 1)
+            for k, v in value.items()
+        }
+    )
 
 
 def thaw(value: Any) -> Any:

@@ -48,7 +48,7 @@ import attrs
 import trio
 
 from bus import Bus
-from bus._json import thaw
+from bus._json import MAX_DEPTH, JsonValueError, freeze, thaw
 from bus.messages import (
     BatchSettled,
     CancelBatch,
@@ -205,9 +205,16 @@ def parse_tool_args(text: str) -> dict[str, Any]:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ToolArgsError(f"--args is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise ToolArgsError(f"--args is not usable: JSON nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError:  # the one other refusal of json.loads: Python's limit on integer digits
+        raise ToolArgsError("--args is not usable: an integer of more than 4300 digits is not a JSON number") from None
     if not isinstance(value, dict):
         raise ToolArgsError(f"--args must be a JSON object, not {type(value).__name__}")
-    return value
+    try:
+        return dict(thaw(freeze(value)))  # as a message will carry it: no NaN, bounded nesting
+    except JsonValueError as exc:
+        raise ToolArgsError(f"--args is not usable: {exc}") from None
 
 
 def list_tools(setup: SessionSetup, out: TextIO, fmt: str) -> int:

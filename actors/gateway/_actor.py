@@ -28,7 +28,7 @@ import attrs
 import trio
 
 from bus import Bus, DeliveryError, Port
-from bus._json import thaw
+from bus._json import JsonValueError, thaw
 from bus.messages import (
     ApiError,
     CancelGeneration,
@@ -137,7 +137,10 @@ class GatewayActor:
 
             async def emit(chunk: Any, check: StreamCheck = check) -> None:
                 nonlocal index
-                msg = ModelChunk(session_id=req.session_id, request_id=req.request_id, index=index, chunk=chunk)
+                try:
+                    msg = ModelChunk(session_id=req.session_id, request_id=req.request_id, index=index, chunk=chunk)
+                except JsonValueError as exc:  # nested too deep, NaN...: this response fails, not the gateway
+                    raise BackendError(f"the response cannot be used: {exc}", phase="stream") from None
                 check.feed(msg.chunk)  # type: ignore[arg-type]
                 index += 1
                 await port.send(msg, to=req.reply_to)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import attrs
 
-from ._common import JsonValue, frozen_json, json_tuple
+from ._common import JsonValue, frozen_json, json_tuple, text_field
 
 
 @attrs.frozen(kw_only=True)
@@ -45,7 +45,7 @@ class SubmitPrompt:
     prompt_id: str
     parts: tuple[JsonValue, ...] = json_tuple()
     """The user content parts sent to the model (after ``@path`` expansion)."""
-    display_text: str = ""
+    display_text: str = text_field("")
     """The prompt as the user typed it."""
 
 

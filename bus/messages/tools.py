@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import attrs
 
-from ._common import JsonValue, frozen_json, json_tuple
+from ._common import JsonValue, frozen_json, json_tuple, text_field
 
 TERMINAL_STATES = frozenset({"success", "error", "cancelled"})
 
@@ -156,7 +156,7 @@ class ToolOutputStreamed:
 
     session_id: str
     call_id: str
-    text: str
+    text: str = text_field()
     pid: int | None = None
 
 
@@ -171,7 +171,7 @@ class ToolResult:
     llm_content: JsonValue = frozen_json("")
     return_display: JsonValue = frozen_json(None)
     error_type: str | None = None
-    error_message: str | None = None
+    error_message: str | None = text_field(None)
     cancelled: bool = False
     output_file: str | None = None
     data: JsonValue = frozen_json(None)
