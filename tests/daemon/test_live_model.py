@@ -42,15 +42,18 @@ def answers(*texts: str) -> list[FakeEntry]:
 
 
 @asynccontextmanager
-async def live_daemon(home: Path, server: FakeGeminiServer) -> AsyncIterator[Daemon]:
+async def live_daemon(home: Path, server: FakeGeminiServer | None) -> AsyncIterator[Daemon]:
+    """A daemon with the live backend (and ``server`` running, when given)."""
     async with trio.open_nursery() as nursery:
-        await nursery.start(server.run)
-        daemon: Daemon = await nursery.start(serve, attrs.evolve(config_for(home), live_backend=live))
-        try:
-            yield daemon
-        finally:
-            daemon.stop("test over")
-            nursery.cancel_scope.cancel()
+        if server is not None:
+            await nursery.start(server.run)
+        async with trio.open_nursery() as daemons:
+            daemon: Daemon = await daemons.start(serve, attrs.evolve(config_for(home), live_backend=live))
+            try:
+                yield daemon
+            finally:
+                daemon.stop("test over")  # and wait for it to stop
+        nursery.cancel_scope.cancel()
 
 
 def creds(server: FakeGeminiServer, key: str) -> dict[str, str]:
@@ -182,3 +185,22 @@ async def test_an_error_of_ours_is_logged_with_its_traceback(caplog: pytest.LogC
             await backends.generate(request, emit)
     errors = [r for r in caplog.records if r.name == "agentbus.daemon" and r.levelno == logging.ERROR]
     assert errors and errors[0].exc_info is not None and errors[0].exc_info[0] is AttributeError
+
+
+async def test_a_session_resumed_after_a_restart_uses_the_credentials_it_is_loaded_with(home: Path) -> None:
+    server = FakeGeminiServer(answers("before", "after"))
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.run)
+            async with live_daemon(home, None), client_of(home) as client:
+                sid = (await client.create_session(str(home / "ws"), model=MODEL, auth_env=creds(server, KEY_ONE))).session_id
+                await client.subscribe(sid)
+                await turn_text(client, sid, "a")
+            async with live_daemon(home, None) as daemon, client_of(home) as client:
+                assert daemon.core.sessions == {}  # dormant until a client touches it
+                ready = await client.load_session(sid, auth_env=creds(server, KEY_TWO))
+                assert ready.resumed
+                await client.subscribe(sid)
+                assert (await turn_text(client, sid, "b"))[0] == "after"
+            nursery.cancel_scope.cancel()
+    assert [r.headers.get("x-goog-api-key") for r in server.requests] == [KEY_ONE, KEY_TWO]
