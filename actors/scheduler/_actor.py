@@ -382,8 +382,11 @@ class _Batch:
 
     @staticmethod
     def _check_args(spec: ToolSpec, args: Any) -> str | None:
-        problem = schema_error(spec.schema, args)
-        return problem if problem is not None else spec.validate(args)
+        try:
+            problem = schema_error(spec.schema, args)
+            return problem if problem is not None else spec.validate(args)
+        except Exception as exc:  # as Gemini CLI's build(): a throwing check is the call's error
+            return str(exc) or type(exc).__name__
 
     async def _run_wave(self, members: list[_Call], pending: collections.deque[_Call]) -> None:
         # 1. BeforeTool hooks, then policy and approvals, for every call of the wave.

@@ -141,6 +141,8 @@ class ExecutorActor:
                     if run.client_initiated:
                         env = attrs.evolve(env, user_call=True)
                     result = await _execute(tool, thaw(run.args), env, output, run.call_id)
+                    if not isinstance(result, ToolResult):
+                        raise TypeError(f"the tool returned {type(result).__name__}, not a ToolResult")
                 except Exception as exc:  # a crashing tool is that call's error, not ours
                     result = ToolResult(
                         error_type="unhandled_exception",
