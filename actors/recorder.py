@@ -379,9 +379,10 @@ class ContentRefs:
         self._contents.clear()
         self._last.clear()
 
-    def expand(self, data: dict[str, Any]) -> Any:
-        """The line's message as plain data with its referenced fields put back;
-        raises ``ValueError`` naming what is wrong."""
+    def expand(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Take in the line's ``defs`` and resolve its ``refs``: the fields they stand
+        for, by name (empty for a line without); raises ``ValueError`` naming what is
+        wrong."""
         defs = data.get("defs")
         if defs is not None:
             if not isinstance(defs, dict):
@@ -391,25 +392,25 @@ class ContentRefs:
                     raise ValueError(f"'defs' key {key!r} is not a number")
                 self._contents[int(key)] = freeze(value)
         refs = data.get("refs")
-        msg = data.get("msg")
         if refs is None:
-            return msg
+            return {}
+        msg = data.get("msg")
         if not isinstance(refs, dict) or not isinstance(msg, dict):
             raise ValueError("'refs' and 'msg' must be objects")
-        msg = dict(msg)
         type_name = str(msg.get("type"))
+        fields: dict[str, Any] = {}
         for name, ref in refs.items():
             if isinstance(ref, list):
-                msg[name] = self._last[(type_name, name)] = tuple(self._contents_of(ref))
+                fields[name] = self._last[(type_name, name)] = tuple(self._contents_of(ref))
             elif isinstance(ref, dict):
                 same, then = ref.get("same"), ref.get("then")
                 prev = self._last.get((type_name, name), ())
                 if not isinstance(same, int) or not 0 <= same <= len(prev) or not isinstance(then, list):
                     raise ValueError(f"{name!r}: 'same' must count contents of the last {type_name}, 'then' be a list")
-                msg[name] = self._last[(type_name, name)] = prev[:same] + tuple(self._contents_of(then))
+                fields[name] = self._last[(type_name, name)] = prev[:same] + tuple(self._contents_of(then))
             else:
-                msg[name] = self._content(ref)
-        return msg
+                fields[name] = self._content(ref)
+        return fields
 
     def _contents_of(self, refs: list[Any]) -> list[Any]:
         out: list[Any] = []
@@ -438,12 +439,22 @@ def decode_line(data: dict[str, Any], refs: ContentRefs, *, where: str | None = 
     """One envelope line (parsed JSON, version checked) as the envelope it records,
     its references resolved through ``refs`` (which it extends); raises ``CodecError``."""
     try:
-        msg = refs.expand(data)
+        fields = refs.expand(data)
     except ValueError as exc:
         raise CodecError(str(exc), where=where) from None
-    if msg is not data.get("msg"):
-        data = {**data, "msg": msg}
-    return envelope_from_plain(data, where=where)
+    env = envelope_from_plain(data, where=where)
+    if not fields:
+        return env
+    # Put in after decoding, as they are: each content was frozen once when defined
+    # (``freeze`` would walk a long history content by content for every message
+    # again: the load of a 300-turn session went from 0.2 s to 1.2 s). The message was
+    # just built here and nobody holds it yet; its fields stay frozen JSON.
+    known = attrs.fields_dict(type(env.message))
+    for name, value in fields.items():
+        if name not in known:
+            raise CodecError(f"invalid {type(env.message).__name__}: no field {name!r}", where=where)
+        object.__setattr__(env.message, name, value)
+    return env
 
 
 # -- writing -----------------------------------------------------------------------------------
