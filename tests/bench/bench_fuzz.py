@@ -6,10 +6,13 @@ the other, first alone, then while ``FUZZERS`` processes of their own send the s
 adversarial frames of ``tests.daemon._fuzz`` to the daemon's Unix socket as fast as it
 answers them (each must get exactly one error). Reported: the median and p90 turn
 latency (prompt to ``TurnEnded``) quiet and under the fuzz (ratio against quiet), and
-the bad frames the daemon answered per second meanwhile. The fuzzers share the
+the bad frames the daemon answered per second meanwhile and the daemon's CPU each cost
+(its CPU during the fuzzed turns beyond the quiet ones'). The fuzzers share the
 machine's cores with the daemon, as an abusive local client would.
 
     python -m tests.bench.bench_fuzz [--turns 40] [--fuzzers 2]
+
+``AGENTBUS_BENCH_PROFILE=FILE`` runs the daemon under cProfile (stats in FILE when it stops).
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ def fuzz_process(home: str, victim: str, seed: int) -> None:
 
 
 # -- the legitimate client -------------------------------------------------------------------------
-async def _turns(home: Path, turns: int, fuzzers: int) -> dict[str, Any]:
+async def _turns(home: Path, turns: int, fuzzers: int, daemon_pid: int) -> dict[str, Any]:
     from actors.daemon._paths import DaemonPaths
     from actors.daemon.client import open_client
     from bus import Envelope
@@ -105,7 +108,9 @@ async def _turns(home: Path, turns: int, fuzzers: int) -> dict[str, Any]:
                 out.append(time.perf_counter() - started)
             return out
 
+        cpu = _cpu_s(daemon_pid)
         quiet = await timed(turns)
+        quiet_cpu = _cpu_s(daemon_pid) - cpu
         procs = [
             await trio.lowlevel.open_process(
                 [sys.executable, "-m", "tests.bench.bench_fuzz", "--fuzz", str(home), sid, str(seed)],
@@ -116,9 +121,9 @@ async def _turns(home: Path, turns: int, fuzzers: int) -> dict[str, Any]:
             for seed in range(fuzzers)
         ]
         await trio.sleep(0.5)  # the fuzzers are up and sending
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _cpu_s(daemon_pid)
         busy = await timed(turns)
-        wall = time.perf_counter() - started
+        wall, busy_cpu = time.perf_counter() - started, _cpu_s(daemon_pid) - cpu
         frames = 0
         for proc in procs:
             assert proc.stdin is not None and proc.stdout is not None
@@ -128,7 +133,15 @@ async def _turns(home: Path, turns: int, fuzzers: int) -> dict[str, Any]:
                 out += chunk
             await proc.wait()
             frames += json.loads(out.decode().strip().splitlines()[-1])["frames"]
-    return {"quiet": quiet, "busy": busy, "frames_per_s": frames / (wall + 0.5)}
+    rate = frames / (wall + 0.5)
+    # The daemon's CPU beyond what the turns took alone, per bad frame answered.
+    extra_cpu = busy_cpu - quiet_cpu
+    return {"quiet": quiet, "busy": busy, "frames_per_s": rate, "cpu_per_frame_ms": 1000 * extra_cpu / (rate * wall)}
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _ms(latencies: list[float], q: float) -> float:
@@ -142,8 +155,10 @@ def bench_fuzz(turns: int = TURNS, fuzzers: int = FUZZERS) -> None:
         for d in ("home", "ws", "run", "data"):
             (home / d).mkdir()
         os.chmod(home / "run", 0o700)
+        profile = os.environ.get("AGENTBUS_BENCH_PROFILE")
+        under = ["-m", "cProfile", "-o", profile] if profile else []
         daemon = subprocess.Popen(
-            [sys.executable, "-m", "actors.cli", "daemon"],
+            [sys.executable, *under, "-m", "actors.cli", "daemon"],
             env=_env(home),
             cwd=home / "ws",
             stdin=subprocess.DEVNULL,
@@ -157,7 +172,7 @@ def bench_fuzz(turns: int = TURNS, fuzzers: int = FUZZERS) -> None:
                 line = daemon.stderr.readline()
                 assert line, f"the daemon exited: {log.decode(errors='replace')}"
                 log += line
-            result = trio.run(_turns, home, turns, fuzzers)
+            result = trio.run(_turns, home, turns, fuzzers, daemon.pid)
             alive = daemon.poll() is None
         finally:
             daemon.terminate()
@@ -175,6 +190,12 @@ def bench_fuzz(turns: int = TURNS, fuzzers: int = FUZZERS) -> None:
     )
     record("daemon fuzz: legitimate turn latency under fuzz, p90", _ms(busy, 0.9), "ms", baseline=_ms(quiet, 0.9))
     record("daemon fuzz: bad frames answered meanwhile", result["frames_per_s"], "frame/s", target="each with exactly one error")
+    record(
+        "daemon fuzz: daemon CPU per bad frame",
+        result["cpu_per_frame_ms"],
+        "ms",
+        target="its CPU under the fuzz beyond the quiet turns', per frame (connections included)",
+    )
 
 
 def main() -> None:
