@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import attrs
 
-from ._common import JsonValue, frozen_json, json_tuple
+from ._common import JsonValue, frozen_json, json_tuple, text_field
 
 
 @attrs.frozen(kw_only=True)
@@ -69,7 +69,7 @@ class ModelFinished:
 class ApiError:
     """What went wrong talking to the model."""
 
-    message: str
+    message: str = text_field()
     status: int | None = None
     type: str = "unknown"
     retryable: bool = False

@@ -53,7 +53,7 @@ class ToolCallUpdated:
     status: str
     wave: int = 0
     """Index of the wave the call runs in (0-based)."""
-    detail: str = ""
+    detail: str = text_field("")
 
 
 @attrs.frozen(kw_only=True)
@@ -207,7 +207,7 @@ class CompletedCall:
     response_parts: tuple[JsonValue, ...] = json_tuple()
     result_display: JsonValue = frozen_json(None)
     error_type: str | None = None
-    error_message: str | None = None
+    error_message: str | None = text_field(None)
     duration_ms: int = 0
     decision: str | None = None
     """``accept``, ``reject``, ``modify`` or ``auto_accept`` when a decision was taken."""

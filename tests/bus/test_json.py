@@ -12,7 +12,17 @@ from hypothesis import strategies as st
 
 from bus._json import MAX_DEPTH, JsonValueError, freeze, well_formed
 from bus.codec import decode, encode
-from bus.messages import SubmitPrompt, ToolFinished, ToolOutputStreamed, ToolResult
+from bus.messages import (
+    ApiError,
+    BatchSettled,
+    CompletedCall,
+    ModelFailed,
+    SubmitPrompt,
+    ToolCallUpdated,
+    ToolFinished,
+    ToolOutputStreamed,
+    ToolResult,
+)
 
 any_text = st.text(
     st.characters(exclude_categories=()) | st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), max_size=30
@@ -57,6 +67,10 @@ def test_messages_carrying_outside_text_always_encode(prompt: str, output: str) 
             call_id="c",
             result=ToolResult(llm_content=output, return_display={"x": output}, error_message=output),
         ),
+        # Error texts can hold a path read from the disk (a symlink's target).
+        ToolCallUpdated(session_id="s", batch_id="b", call_id="c", name="n", status="error", detail=output),
+        BatchSettled(session_id="s", batch_id="b", calls=(CompletedCall(call_id="c", name="n", status="error", error_message=output),)),
+        ModelFailed(session_id="s", request_id="r", model="m", error=ApiError(message=output)),
     ]
     for msg in messages:
         line = encode(msg)

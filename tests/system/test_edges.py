@@ -34,6 +34,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from actors import runtime
+from actors.cli import _tool
 from actors.cli._context import session_context
 from actors.gateway import BackendError, GatewayActor
 from actors.recorder import load_recording
@@ -52,6 +53,13 @@ from bus.messages import (
     ToolFinished,
     ToolResult,
     TurnEnded,
+)
+from tests.daemon._helpers import (
+    client_of,
+    events_until,
+    running_daemon,
+    text_response,
+    write_responses,
 )
 from tests.system import _explore
 
@@ -460,7 +468,7 @@ def test_odd_file_names_and_bytes_are_listed_searched_and_read(
 def test_headless_runs_in_a_workspace_with_a_file_name_that_is_not_utf8(workspace: Path) -> None:
     """Defect 7 as a user met it: ``agentbus -p`` in such a workspace printed a
     traceback. Also a prompt argument with bytes that are not UTF-8."""
-    (Path(os.fsdecode(os.fsencode(workspace) + b"/bad\xffname.txt"))).write_bytes(b"\xfe\xff")
+    write_named(workspace, b"bad\xffname.txt", b"\xfe\xff")
     home = workspace.parent / "home"
     home.mkdir()
     proc = subprocess.run(
@@ -501,8 +509,6 @@ def test_agentbus_tool_refuses_arguments_no_message_can_carry_with_one_line(
 ) -> None:
     """``agentbus tool`` printed a traceback (RecursionError, ValueError) or let NaN
     into a message the recorder could not write; now bad input: exit 42, one line."""
-    from actors.cli import _tool
-
     monkeypatch.chdir(fresh_workspace(tmp_path))
     for var in ("HOME", "GEMINI_CLI_HOME"):
         monkeypatch.setenv(var, str(tmp_path))
@@ -517,8 +523,6 @@ def test_agentbus_tool_refuses_arguments_no_message_can_carry_with_one_line(
 def test_agentbus_tool_makes_surrogates_in_arguments_well_formed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from actors.cli import _tool
-
     ws = fresh_workspace(tmp_path)
     monkeypatch.chdir(ws)
     for var in ("HOME", "GEMINI_CLI_HOME"):
@@ -527,3 +531,32 @@ def test_agentbus_tool_makes_surrogates_in_arguments_well_formed(
     assert _tool.main(["write_file", "--args", '{"file_path": "a\\ud800.txt", "content": "x\\udcff"}', "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["args"] == {"file_path": "a\ufffd.txt", "content": "x\ufffd"}
     assert (ws / "a\ufffd.txt").read_text() == "x\ufffd"
+
+
+def write_named(directory: Path, name: bytes, content: bytes) -> None:
+    """A file whose name is bytes (not necessarily UTF-8)."""
+    with open(os.path.join(os.fsencode(directory), name), "wb") as handle:
+        handle.write(content)
+
+
+async def test_a_daemon_session_in_a_workspace_with_a_non_utf8_file_name(home: Path) -> None:
+    """Defects 7 and 8 in the daemon: ``CreateSession`` failed in such a workspace (its
+    environment context could not be recorded), and a path of a thousand components
+    killed the session with no ``ToolCallResult``."""
+    ws = home / "ws"
+    write_named(ws, b"bad\xffname.txt", b"\xff\xfe")
+    fake = write_responses(home / "ok.responses", text_response("ok"))
+    with trio.fail_after(30):
+        async with running_daemon(home), client_of(home) as client:
+            ready = await client.create_session(str(ws), fake_responses=str(fake), model="gemini-2.5-flash")
+            await client.subscribe(ready.session_id, from_seq=1)
+            deep = await client.call_tool(ready.session_id, "read_file", {"file_path": "a/" * 1000 + "x"})
+            assert deep.call.error_type == "file_not_found"
+            listed = await client.call_tool(ready.session_id, "list_directory", {"dir_path": "."})
+            assert "bad\ufffdname.txt" in json.dumps(listed.call.response_parts, ensure_ascii=False)
+            await client.prompt(ready.session_id, "go")
+            events = await events_until(client)
+            assert events[-1].message.stop_reason == "end_turn"
+    recorded = load_recording(home / "data" / "sessions" / f"{ready.session_id}.jsonl").envelopes
+    [request] = [e.message for e in recorded if isinstance(e.message, GenerateRequest)]
+    assert "bad\ufffdname.txt" in request.contents[0]["parts"][0]["text"]
