@@ -76,15 +76,18 @@ and line. Nothing is ever truncated or rewritten.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import fcntl
+import gc
 import hashlib
 import json
 import os
 import re
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -856,7 +859,38 @@ def load_recording(
         raise RecordingError(p, None, "is a directory, not a recording") from None
     except OSError as exc:
         raise RecordingError(p, None, f"cannot read: {exc.strerror or exc}") from None
-    return parse_recording(p, raw, on_torn=on_torn, check_sequence=check_sequence)
+    with cyclic_gc_paused():
+        return parse_recording(p, raw, on_torn=on_torn, check_sequence=check_sequence)
+
+
+_gc_pause_lock = threading.Lock()
+_gc_pausers = 0
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a recording is parsed (by any thread).
+
+    A parse builds containers that all survive it (frozen contents, messages), so the
+    collector runs again and again over a growing heap and finds nothing: half the time
+    of a load, and while it runs it holds the interpreter, so in the daemon (which loads
+    in a worker thread) every session stalled with it. What is parsed has no cycles:
+    reference counting frees it. Nested and concurrent pauses are counted; the last one
+    out restores the collector as it was."""
+    global _gc_pausers, _gc_was_enabled
+    with _gc_pause_lock:
+        if _gc_pausers == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pausers += 1
+    try:
+        yield
+    finally:
+        with _gc_pause_lock:
+            _gc_pausers -= 1
+            if _gc_pausers == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 def parse_recording(
