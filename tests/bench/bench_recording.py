@@ -5,7 +5,10 @@
 - recording overhead per turn: a 20-prompt session (text answers) with and without a
   recording, divided by the turns; this includes the fsyncs at each turn's end;
 - replay speed: a recorded session of more than 10,000 messages (one answer streamed
-  in 5,000 chunks), replayed with ``--check`` on the virtual clock, in messages/s.
+  in 5,000 chunks), replayed with ``--check`` on the virtual clock, in messages/s;
+- a long session: 300 tool turns on the virtual clock; the bytes its recording grows by
+  a turn at turns 290-300 against turns 10-20 (flat: each content is written once), and
+  the time to load it and rebuild its history for a resume.
 
 Run with ``python -m tests.bench`` (all) or ``python -m tests.bench.bench_recording``.
 """
@@ -102,6 +105,40 @@ def _replay_speed() -> tuple[int, float]:
     return len(rec.envelopes), len(rec.envelopes) / statistics.median(timings)
 
 
+LONG_TURNS = 300
+
+
+def _long_session() -> tuple[float, float, float, float]:
+    """(bytes a turn at turns 10-20, at turns 290-300, the file's size in MB, seconds
+    to load it and rebuild its history)."""
+    from actors.cli._sessions import resumable_history
+    from tests.replay._session import calls_entry
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "long.jsonl"
+        entries = []
+        for i in range(LONG_TURNS):
+            entries += [calls_entry(("probe", {"i": i, "pad": "x" * 200})), text_entry(f"answer {i} " + "y" * 200)]
+        script = ClientScript(prompts=tuple(f"prompt {i}" for i in range(LONG_TURNS)))
+        trio.run(
+            functools.partial(run_session, Path(tmp), path, entries, script),
+            clock=trio.testing.MockClock(autojump_threshold=0),
+        )
+        ends, offset = [], 0
+        with path.open("rb") as fh:
+            for line in fh:
+                offset += len(line)
+                if line.rstrip().endswith(b'"type":"TurnEnded"}}'):
+                    ends.append(offset)
+        timings = []
+        for _ in range(3):
+            started = time.perf_counter()
+            resumable_history(load_recording(path))
+            timings.append(time.perf_counter() - started)
+        size = path.stat().st_size / 1e6
+    return (ends[19] - ends[9]) / 10, (ends[299] - ends[289]) / 10, size, statistics.median(timings)
+
+
 def bench_recording() -> None:
     base_us, recorded_us = _per_message()
     record("recorder: one publish with a recorder (median of 3)", recorded_us, "us", baseline=base_us,
@@ -111,6 +148,11 @@ def bench_recording() -> None:
            target=f"incl. fsync at the turn's end; baseline: the turn unrecorded; overhead {turn_ms - base_ms:.2f} ms")
     n, rate = _replay_speed()
     record(f"replay --check: {n}-message session", rate, "msg/s", target="virtual clock, recorded tools")
+    early, late, size, load_s = _long_session()
+    record("recorder: bytes a tool turn at turn 300", late, "B", baseline=early,
+           target=f"baseline: at turn 10-20; flat = linear file ({size:.1f} MB for {LONG_TURNS} turns)")
+    record(f"resume: load a {LONG_TURNS}-tool-turn recording (median of 3)", load_s * 1e3, "ms",
+           target="parse and rebuild the history, as --resume and LoadSession do")
 
 
 if __name__ == "__main__":
