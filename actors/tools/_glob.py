@@ -16,11 +16,12 @@ node-glob's, which is not specified).
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import re
 import stat
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -59,6 +60,10 @@ _ONE_DAY_MS = 24 * 60 * 60 * 1000
 
 # --------------------------------------------------------------------------------------
 # Brace expansion (the ``brace-expansion`` package, as minimatch uses it)
+
+EXPANSION_MAX = 100_000
+"""brace-expansion's cap: a pattern expands to its first 100 000 alternatives, so
+``{a,b}`` repeated thirty times cannot exhaust memory."""
 
 
 def _find_close(text: str, start: int) -> int:
@@ -117,7 +122,7 @@ def _sequence(body: str) -> list[str] | None:
         width = max(len(match.group(1)), len(match.group(2)))
         pad = any(re.match(r"^-?0\d", g) for g in (match.group(1), match.group(2)))
         values = range(a, b + 1, step) if a <= b else range(a, b - 1, -step)
-        return [str(v).zfill(width) if pad else str(v) for v in values]
+        return [str(v).zfill(width) if pad else str(v) for v in itertools.islice(values, EXPANSION_MAX)]
     match = _ALPHA_SEQ.match(body)
     if match:
         a, b = ord(match.group(1)), ord(match.group(2))
@@ -127,8 +132,13 @@ def _sequence(body: str) -> list[str] | None:
     return None
 
 
+def _first(alternatives: Iterable[str]) -> list[str]:
+    return list(itertools.islice(alternatives, EXPANSION_MAX))
+
+
 def expand_braces(pattern: str) -> list[str]:
-    """``a{b,c}d`` → ``abd``, ``acd``; ``{1..3}``; a lone ``{x}`` stays literal."""
+    """``a{b,c}d`` → ``abd``, ``acd``; ``{1..3}``; a lone ``{x}`` stays literal. At
+    most ``EXPANSION_MAX`` alternatives, the first ones."""
     i = 0
     while i < len(pattern):
         ch = pattern[i]
@@ -148,9 +158,9 @@ def expand_braces(pattern: str) -> list[str]:
                 parts = _split_top(body)
                 if len(parts) < 2:
                     inner = expand_braces(body)
-                    return [pre + "{" + o + "}" + p for o in inner for p in posts]
-                options = [o for part in parts for o in expand_braces(part)]
-            return [pre + o + p for o in options for p in posts]
+                    return _first(pre + "{" + o + "}" + p for o in inner for p in posts)
+                options = _first(o for part in parts for o in expand_braces(part))
+            return _first(pre + o + p for o in options for p in posts)
         i += 1
     return [pattern]
 

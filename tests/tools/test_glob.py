@@ -206,3 +206,11 @@ async def test_patterns_reaching_outside_the_workspace_are_refused(tmp_path: Pat
     touch(env.project_temp_dir / "plan.md")
     out = await call(TOOL, env, pattern=f"{env.project_temp_dir}/*.md")
     assert out.llm.endswith(f"\n{env.project_temp_dir / 'plan.md'}")
+
+
+def test_brace_expansion_stops_at_brace_expansions_cap() -> None:
+    """brace-expansion gives at most 100 000 alternatives; without the cap thirty
+    ``{a,b}`` groups (a billion patterns) or ``{1..100000000}`` exhausted memory."""
+    assert len(expand_braces("{a,b}" * 30)) == _glob.EXPANSION_MAX == 100_000
+    numbers = expand_braces("x{1..100000000}")
+    assert (len(numbers), numbers[0], numbers[-1]) == (100_000, "x1", "x100000")
