@@ -60,15 +60,21 @@ def test_history_and_requests_are_written_by_reference_and_read_back_whole(tmp_p
     assert all(r.config == {"systemInstruction": "test"} for r in requests)
 
 
-def test_old_recordings_without_references_still_load() -> None:
-    old = sorted(SCENARIO.glob("*/recording.jsonl"))
-    if not old:
-        pytest.skip("no recorded scenarios")
-    for path in old:
+def test_old_recordings_without_references_still_load(tmp_path: Path) -> None:
+    """Version 1 files (every line whole) load as before: the recorded scenarios, and
+    a session written out the old way."""
+    rec = tmp_path / "s.jsonl"
+    delivered = _tool_session(tmp_path, rec, 2)
+    meta = rec.read_text().splitlines()[0]
+    old = tmp_path / "old.jsonl"
+    old.write_text("".join(line + "\n" for line in [meta, *(encode_line(e, "w", Scrubber()) for e in delivered)]))
+    assert '"refs"' not in old.read_text() and '"v":2' not in old.read_text()
+    assert load_recording(old).envelopes == delivered
+    for path in sorted(SCENARIO.glob("*/recording.jsonl")):
         lines = [json.loads(line) for line in path.read_text().splitlines()]
-        assert all(d["v"] == 1 and "refs" not in d for d in lines)
-        recording = load_recording(path)
-        assert len(recording.envelopes) == sum(1 for d in lines if "seq" in d)
+        if all(d["v"] == 1 for d in lines):
+            assert len(load_recording(path).envelopes) == sum(1 for d in lines if "seq" in d)
+
 
 contents = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),
