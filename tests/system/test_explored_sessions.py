@@ -130,39 +130,28 @@ def test_every_found_bug_has_its_reproduction() -> None:
     assert set(KNOWN_REPRODUCTIONS) == set(KNOWN_RUNTIME_BUGS) | set(FIXED_RUNTIME_BUGS)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(name, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=f"reported: {bug.what}"))
-        for name, bug in KNOWN_RUNTIME_BUGS.items()
-    ],
-)
-def test_known_runtime_bug_is_fixed(name: str) -> None:
-    """Fails (as expected) while the bug is there; passes once it is fixed, which
-    strict xfail turns into a failure: then drop it from ``KNOWN_RUNTIME_BUGS``."""
-    session, invariant = KNOWN_REPRODUCTIONS[name], KNOWN_RUNTIME_BUGS[name].invariant
-
-    @settings(database=None, derandomize=True, phases=(Phase.generate,), max_examples=20, deadline=None)
-    @given(seed=st.random_module())
-    def reproduce(seed: Any) -> None:
-        run = run_session(session)
-        assert run.crash != name, KNOWN_RUNTIME_BUGS[name].what
-        assert not [v for v in check(run, excuse_known=False) if v.invariant == invariant]
-
-    reproduce()
+def _found_bug(name: str) -> Any:
+    """A found bug as a test case: one still open (``KNOWN_RUNTIME_BUGS``) is a strict xfail."""
+    if name in KNOWN_RUNTIME_BUGS:
+        reason = f"reported: {KNOWN_RUNTIME_BUGS[name].what}"
+        return pytest.param(name, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason))
+    return pytest.param(name)
 
 
-@pytest.mark.parametrize("name", list(FIXED_RUNTIME_BUGS))
-def test_fixed_runtime_bug_stays_fixed(name: str) -> None:
-    """A runtime bug the suite found, fixed: its reproduction runs clean on every
-    explored schedule."""
+@pytest.mark.parametrize("name", [_found_bug(name) for name in KNOWN_REPRODUCTIONS])
+def test_found_runtime_bug_is_fixed(name: str) -> None:
+    """Every runtime bug the suite found (fixed, or still open): its reproduction runs
+    clean on every explored schedule. An open bug fails here, as expected; once it is
+    fixed, strict xfail turns the pass into a failure: then move it from
+    ``KNOWN_RUNTIME_BUGS`` to ``FIXED_RUNTIME_BUGS``."""
     session = KNOWN_REPRODUCTIONS[name]
+    what = {**FIXED_RUNTIME_BUGS, **KNOWN_RUNTIME_BUGS}[name].what
 
     @settings(database=None, derandomize=True, phases=(Phase.generate,), max_examples=20, deadline=None)
     @given(seed=st.random_module())
     def reproduce(seed: Any) -> None:
         run = run_session(session)
-        assert run.crash is None, FIXED_RUNTIME_BUGS[name].what
+        assert run.crash is None, what
         assert check(run, excuse_known=False) == []
 
     reproduce()
