@@ -6,9 +6,10 @@ headless process would). Every other session is served by a live backend (google
 for its credentials: the auth environment its client sent (``use_live``), built as a
 headless run builds its own (``live_backend`` with the auth type of the session's
 settings or environment). Sessions with the same credentials share one backend; a
-backend is opened the first time a request needs it, so a daemon that only ever serves
-fake sessions never imports google-genai, and closed once no session routes to it and
-no request of it is in flight. A subagent's session (``<parent>.<agent>-<id>``) goes
+backend is opened the first time a request needs it and closed once no session routes
+to it and no request of it is in flight. google-genai is imported in a worker thread
+when the first live session starts (``prepare_live``): a daemon that only ever serves
+fake sessions never imports it, and the others' turns do not stall on it. A subagent's session (``<parent>.<agent>-<id>``) goes
 where its parent goes.
 
 Every failed attempt of a model request is logged (``agentbus.daemon``: the daemon's
@@ -28,7 +29,14 @@ import trio
 
 from bus.messages import GenerateRequest
 
-from ..gateway import Backend, BackendError, ChunkSink, FakeResponsesBackend, open_backend
+from ..gateway import (
+    Backend,
+    BackendError,
+    ChunkSink,
+    FakeResponsesBackend,
+    open_backend,
+    preload_live_backend,
+)
 
 log = logging.getLogger("agentbus.daemon")
 
@@ -71,11 +79,19 @@ class SessionBackends:
         """Session id -> the credentials its model requests use."""
         self._live: dict[LiveKey, _Live] = {}
         self._nursery: trio.Nursery | None = None
+        self._preloaded = False
         self.retry_policy: Any = None
 
     def use_fake(self, session_id: str, path: str, chunk_delay_ms: int = 0) -> None:
         """Serve ``session_id`` from ``path`` (re-read from its first line)."""
         self._fake[session_id] = self.fake_factory(path, chunk_delay_ms)
+
+    async def prepare_live(self) -> None:
+        """Before the first ``use_live``: import the live backend's libraries in a worker
+        thread, so that the daemon's sessions do not stall for the second it takes."""
+        if self.live_factory is not None and not self._preloaded:
+            await trio.to_thread.run_sync(preload_live_backend)
+            self._preloaded = True
 
     def use_live(self, session_id: str, auth_env: Mapping[str, str], auth_type: str | None) -> None:
         """Serve ``session_id`` with the live backend of these credentials from its next

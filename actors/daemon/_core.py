@@ -241,6 +241,7 @@ class DaemonCore:
                 live.entry = changed
                 self._remember(changed)
             elif auth_env is not None and not live.entry.fake_responses:
+                await self.backends.prepare_live()
                 self._use_credentials(live, auth_env)
             return live, False
         self._refuse_when_stopping()
@@ -567,6 +568,8 @@ class DaemonCore:
         self, entry: SessionEntry, *, history: tuple[Any, ...], source: str, auth_env: Mapping[str, str] | None
     ) -> LiveSession:
         sid = entry.session_id
+        if not entry.fake_responses:
+            await self.backends.prepare_live()
         cfg = self._config(entry, history, auth_env)
         live = LiveSession(entry=entry, cfg=cfg, recording=recording_path(self.data_dir, sid), auth_env=auth_env)
         self.sessions[sid] = live

@@ -47,6 +47,16 @@ def live_backend(
     return GenaiBackend.from_env(environ, auth_type=auth_type, retry_policy=retry_policy)
 
 
+def preload_live_backend() -> None:
+    """Import what ``live_backend`` needs (google-genai: about a second), e.g. in a worker
+    thread so that an event loop serving others does not stall on it; an import error
+    is left for ``live_backend`` to report."""
+    try:
+        importlib.import_module("actors.gateway._genai")
+    except ImportError:
+        pass
+
+
 def fake_responses_over_http(path: str | Path, *, strict: bool = True, retry_policy: RetryPolicy | None = None) -> Backend:
     """Test harness for ``AGENTBUS_FAKE_RESPONSES_OVER_HTTP``: the fake server lives in
     ``tests/fakes`` of the source checkout, which must be present."""
@@ -101,6 +111,7 @@ __all__ = [
     "AUTH_ENV",
     "auth_environment",
     "live_backend",
+    "preload_live_backend",
     "fake_responses_over_http",
     "over_http_requested",
     "OVER_HTTP_ENV",
