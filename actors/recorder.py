@@ -281,7 +281,7 @@ def encode_line(env: Envelope, wall: str, scrubber: Scrubber, table: ContentTabl
             if each:
                 refs[name] = table.refer(type(env.message).__name__, name, value, defs)
             else:
-                refs[name] = table.intern(value, defs)
+                refs[name] = table.refer_whole(type(env.message).__name__, name, value, defs)
         emptied: dict[str, Any] = {name: () for name, _ in fields}
         msg = to_plain(attrs.evolve(env.message, **emptied))
         for name, _ in fields:
@@ -318,18 +318,20 @@ class ContentTable:
     """The writer's side of "Contents by reference": which contents this process has
     written, each under a number (1, 2, ... in the order first written).
 
-    A content is known by identity first (the session passes the same frozen objects
-    from message to message; they are kept alive here, so an ``id`` is never reused
-    while it is a key) and else by a digest of its JSON text, so equal contents built
-    apart share one number. (Not by ``==``: it holds ``1 == 1.0 == True``.) A model
-    request is built afresh each time, so each of its contents is dumped to be known:
-    a few microseconds a content, a few milliseconds a request of a 300-turn session."""
+    A content is known by a digest of its JSON text, so equal contents built apart
+    share one number (not by ``==``: it holds ``1 == 1.0 == True``), and first, for
+    speed, by identity with the content at the same place in the last message of its
+    type (the session passes the same frozen objects from turn to turn). Only that last
+    message's contents are held here, and a digest for each distinct content: memory
+    stays what one history takes. A model request is built afresh each time, so each of
+    its contents is dumped to be known: a few microseconds a content, a few
+    milliseconds a request of a 300-turn session."""
 
     def __init__(self) -> None:
-        self._by_object: dict[int, tuple[Any, int]] = {}
         self._by_digest: dict[bytes, int] = {}
-        self._last: dict[tuple[str, str], list[int]] = {}
-        """The numbers last written for each (message type, field)."""
+        self._last: dict[tuple[str, str], tuple[tuple[Any, ...], list[int]]] = {}
+        """The contents last written for each (message type, field), and their numbers."""
+        self._last_whole: dict[tuple[str, str], tuple[Any, int]] = {}
 
     def refer(self, type_name: str, field: str, values: tuple[Any, ...], defs: dict[str, Any]) -> Any:
         """The ``refs`` entry of a list of contents (new ones added to ``defs``): the
@@ -337,10 +339,13 @@ class ContentTable:
         of the last message of its type (``{"same": k, "then": runs}``). A
         conversation mostly grows at its end, so a long one costs a few bytes a
         message."""
-        numbers = [self.intern(v, defs) for v in values]
         key = (type_name, field)
-        prev = self._last.get(key, [])
-        self._last[key] = numbers
+        prev_values, prev = self._last.get(key, ((), []))
+        numbers = [
+            prev[i] if i < len(prev_values) and prev_values[i] is v else self.intern(v, defs)
+            for i, v in enumerate(values)
+        ]
+        self._last[key] = (values, numbers)
         same = 0
         for a, b in zip(prev, numbers, strict=False):
             if a != b:
@@ -350,14 +355,21 @@ class ContentTable:
             return _runs(numbers)
         return {"same": same, "then": _runs(numbers[same:])}
 
+    def refer_whole(self, type_name: str, field: str, value: Any, defs: dict[str, Any]) -> int:
+        """The ``refs`` entry of a field that is one content (a request's config)."""
+        key = (type_name, field)
+        last = self._last_whole.get(key)
+        if last is not None and last[0] is value:
+            return last[1]
+        number = self.intern(value, defs)
+        self._last_whole[key] = (value, number)
+        return number
+
     def __len__(self) -> int:
         return len(self._by_digest)
 
     def intern(self, value: Any, defs: dict[str, Any]) -> int:
         """The number of ``value``; a new one is added to ``defs`` (plain JSON)."""
-        known = self._by_object.get(id(value))
-        if known is not None and known[0] is value:
-            return known[1]
         # Frozen JSON dumps as it is (``frozendict`` is a ``dict``): only a new content is thawed.
         text = _dumps(value)
         digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
@@ -365,7 +377,6 @@ class ContentTable:
         if number is None:
             number = self._by_digest[digest] = len(self._by_digest) + 1
             defs[str(number)] = thaw(value)
-        self._by_object[id(value)] = (value, number)
         return number
 
 
