@@ -358,6 +358,9 @@ class _Turn:
                     # The headless host's own check (Gemini CLI's FatalTurnLimitedError).
                     host_limited = self.w.finish_tool is None and not self.w.interactive
                     if host_limited and 0 <= s.max_session_turns < self.host_rounds:
+                        # Like every guard below: the calls of the round it stops stay
+                        # answered (DESIGN invariant 1), so the history stays valid.
+                        self._keep_responses(message)
                         stop_reason = "turn_limit"
                         error = TurnError(
                             kind="turn_limit",
