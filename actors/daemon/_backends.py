@@ -34,6 +34,7 @@ from ..gateway import (
     BackendError,
     ChunkSink,
     FakeResponsesBackend,
+    RetryPolicy,
     open_backend,
     preload_live_backend,
 )
@@ -78,6 +79,8 @@ class SessionBackends:
         self._routes: dict[str, LiveKey] = {}
         """Session id -> the credentials its model requests use."""
         self._live: dict[LiveKey, _Live] = {}
+        self._retry: dict[str, RetryPolicy] = {}
+        """Session id -> its retry constants (``general.maxAttempts`` of its settings)."""
         self._nursery: trio.Nursery | None = None
         self._preloaded = False
         self.retry_policy: Any = None
@@ -107,8 +110,17 @@ class SessionBackends:
         if old is not None and old != key:
             self._close_if_unused(old)
 
+    def use_retry(self, session_id: str, policy: RetryPolicy) -> None:
+        """The gateway retries ``session_id``'s requests (and its subagents') by ``policy``."""
+        self._retry[session_id] = policy
+
+    def retry_policy_for(self, request: GenerateRequest) -> RetryPolicy | None:
+        sid = request.session_id
+        return self._retry.get(sid) or self._retry.get(sid.split(".", 1)[0])
+
     def forget(self, session_id: str) -> None:
         self._fake.pop(session_id, None)
+        self._retry.pop(session_id, None)
         key = self._routes.pop(session_id, None)
         if key is not None:
             self._close_if_unused(key)

@@ -65,10 +65,9 @@ from ..cli._setup import (
     session_config,
     session_setup,
 )
-from ..gateway import BackendError, FakeResponsesError, auth_environment
+from ..gateway import BackendError, FakeResponsesError, RetryPolicy, auth_environment
 from ..recorder import (
     RecordingError,
-    load_recording,
     read_meta,
     recording_path,
     secrets_from_env,
@@ -481,12 +480,6 @@ class DaemonCore:
             created=now_iso(),
         )
 
-    def _load(self, path: Path) -> Any:
-        try:
-            return load_recording(path, on_torn=lambda t: log.warning("%s:%s: %s; ignored", path, t.line, t.reason))
-        except RecordingError as exc:
-            raise RequestError("failed", f"cannot resume: {exc}") from None
-
     def _history(self, path: Path) -> tuple[Any, ...]:
         """(Blocking: a worker thread's.) The history the session continues. A session
         the daemon knows always has a recording with its meta line (its recorder
@@ -499,7 +492,13 @@ class DaemonCore:
         except RecordingError as exc:
             log.warning("cannot resume session %s: %s", path.stem, exc)
             raise RequestError("failed", f"cannot resume session {path.stem!r}: {exc} (deleted?); its history is lost") from None
-        return tuple(sessions_on_disk.resumable_history(self._load(path)))
+        try:
+            history = sessions_on_disk.history_of_file(
+                path, on_torn=lambda t: log.warning("%s:%s: %s; ignored", path, t.line, t.reason)
+            )
+        except RecordingError as exc:
+            raise RequestError("failed", f"cannot resume: {exc}") from None
+        return tuple(history)
 
     def _config(
         self, entry: SessionEntry, history: tuple[Any, ...], auth_env: Mapping[str, str] | None
@@ -521,6 +520,8 @@ class DaemonCore:
             )
         except FatalError as exc:
             raise RequestError("failed", exc.message) from None
+        # As headless: retries by the session's settings, credentials by its client's.
+        self.backends.use_retry(entry.session_id, RetryPolicy.from_settings(_settings.get(settings, "general.maxAttempts")))
         if entry.fake_responses:
             self._use_fake(entry)
         else:

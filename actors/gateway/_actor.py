@@ -127,6 +127,7 @@ class GatewayActor:
         """Run ``req`` with Gemini CLI's mid-stream layer (streams only) around the
         connection layer."""
         started = trio.current_time()
+        retry = self._retry_for(req)
         stream = req.method == "generateContentStream"
         is_fn_response = request_is_function_response(req.contents)
         index = 0
@@ -147,9 +148,9 @@ class GatewayActor:
 
             attempt_req = _with_nudge(req, NUDGES.get(last_invalid or "", "")) if attempt else req
             try:
-                model = await self._connect(port, attempt_req, emit, lambda: index)
+                model = await self._connect(port, attempt_req, emit, lambda: index, retry)
             except BackendError as exc:
-                delay = self.retry.mid_stream_delay(attempt) if stream else None
+                delay = retry.mid_stream_delay(attempt) if stream else None
                 if exc.phase != "stream" or delay is None or not is_retryable(exc):
                     return _failed(req, exc)
                 await self._announce(port, req, attempt + 1, delay, _reason(exc), mid_stream=True)
@@ -165,7 +166,7 @@ class GatewayActor:
                     latency_ms=int((trio.current_time() - started) * 1000),
                 )
             last_invalid = verdict.type
-            delay = self.retry.mid_stream_delay(attempt)
+            delay = retry.mid_stream_delay(attempt)
             if delay is None:
                 return ModelFailed(
                     session_id=req.session_id,
@@ -177,10 +178,18 @@ class GatewayActor:
             await trio.sleep(delay)
             attempt += 1
 
-    async def _connect(self, port: Port, req: GenerateRequest, emit: Any, emitted: Any) -> str:
+    def _retry_for(self, req: GenerateRequest) -> RetryPolicy:
+        """The retry constants of ``req``: its session's when the backend keeps them
+        per session (``retry_policy_for``: the daemon's sessions each have their own
+        settings), else the gateway's."""
+        policy_for = getattr(self.backend, "retry_policy_for", None)
+        policy: RetryPolicy | None = policy_for(req) if policy_for is not None else None
+        return policy or self.retry
+
+    async def _connect(self, port: Port, req: GenerateRequest, emit: Any, emitted: Any, retry: RetryPolicy) -> str:
         """One attempt of ``req`` with the connection layer: failures before the
         response starts are retried with backoff; anything else is raised."""
-        backoff = ConnectBackoff(self.retry, self.rng)
+        backoff = ConnectBackoff(retry, self.rng)
         while True:
             backoff.attempt()
             before = emitted()

@@ -204,3 +204,18 @@ async def test_a_session_resumed_after_a_restart_uses_the_credentials_it_is_load
                 assert (await turn_text(client, sid, "b"))[0] == "after"
             nursery.cancel_scope.cancel()
     assert [r.headers.get("x-goog-api-key") for r in server.requests] == [KEY_ONE, KEY_TWO]
+
+
+async def test_a_sessions_requests_are_retried_by_its_workspace_settings(home: Path) -> None:
+    """As headless: ``general.maxAttempts`` of the session's settings (1: no retry)."""
+    (home / "ws" / ".gemini").mkdir()
+    (home / "ws" / ".gemini" / "settings.json").write_text('{"general": {"maxAttempts": 1}}')
+    server = FakeGeminiServer([], faults=[Fault.http_error(503, "overloaded")])
+    with trio.fail_after(30):
+        async with live_daemon(home, server), client_of(home) as client:
+            sid = (await client.create_session(str(home / "ws"), model=MODEL, auth_env=creds(server, KEY_ONE))).session_id
+            await client.subscribe(sid)
+            _, msgs = await turn_text(client, sid, "hi")
+    assert len(server.requests) == 1  # Gemini CLI's default would retry after 5 s or so
+    end = msgs[-1]
+    assert isinstance(end, TurnEnded) and end.error is not None and "overloaded" in end.error.message
