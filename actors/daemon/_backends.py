@@ -9,7 +9,9 @@ settings or environment). Sessions with the same credentials share one backend; 
 backend is opened the first time a request needs it and closed once no session routes
 to it and no request of it is in flight. google-genai is imported in a worker thread
 when the first live session starts (``prepare_live``): a daemon that only ever serves
-fake sessions never imports it, and the others' turns do not stall on it. A subagent's session (``<parent>.<agent>-<id>``) goes
+fake sessions never imports it, and the others' turns do not stall on it. The gateway
+retries a session's requests by the session's settings (``use_retry``,
+``retry_policy_for``), as a headless run's gateway does by its own. A subagent's session (``<parent>.<agent>-<id>``) goes
 where its parent goes.
 
 Every failed attempt of a model request is logged (``agentbus.daemon``: the daemon's
