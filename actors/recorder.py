@@ -858,9 +858,13 @@ def load_recording(
     *,
     on_torn: Callable[[TornLine], None] | None = None,
     check_sequence: bool = True,
+    on_line: Callable[[RecordedLine], None] | None = None,
 ) -> Recording:
     """Read a recording back. Raises ``RecordingError`` (file and line) for anything but
-    a torn last line of a process's part; those are passed to ``on_torn`` and skipped."""
+    a torn last line of a process's part; those are passed to ``on_torn`` and skipped.
+    With ``on_line``, each envelope line goes to it as it is read and is not kept (the
+    segments come back without lines): a caller that folds a long recording into
+    something small never holds all of it."""
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -871,7 +875,7 @@ def load_recording(
     except OSError as exc:
         raise RecordingError(p, None, f"cannot read: {exc.strerror or exc}") from None
     with cyclic_gc_paused():
-        return parse_recording(p, raw, on_torn=on_torn, check_sequence=check_sequence)
+        return parse_recording(p, raw, on_torn=on_torn, check_sequence=check_sequence, on_line=on_line)
 
 
 _gc_pause_lock = threading.Lock()
@@ -910,6 +914,7 @@ def parse_recording(
     *,
     on_torn: Callable[[TornLine], None] | None = None,
     check_sequence: bool = True,
+    on_line: Callable[[RecordedLine], None] | None = None,
 ) -> Recording:
     ends_with_newline = raw.endswith(b"\n")
     texts = raw.split(b"\n")
@@ -996,7 +1001,11 @@ def parse_recording(
             raise RecordingError(p, lineno, f"sequence gap: expected seq {expected_seq}, found {env.seq}")
         expected_seq = env.seq + 1
         wall = data.get("wall")
-        lines.append(RecordedLine(line=lineno, env=env, wall=wall if isinstance(wall, str) else None))
+        recorded = RecordedLine(line=lineno, env=env, wall=wall if isinstance(wall, str) else None)
+        if on_line is not None:
+            on_line(recorded)
+        else:
+            lines.append(recorded)
     if pending_bad is not None:
         raise RecordingError(p, pending_bad[0], pending_bad[1])
     flush()

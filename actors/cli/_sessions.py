@@ -29,7 +29,7 @@ import re
 import sys
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -403,7 +403,7 @@ def session_for_run(args: Any, workspace: Path, err: TextIO | None = None) -> tu
         if in_use := session_in_use(info.path):
             # One process owns a session at a time (its recorder holds the recording).
             raise FatalInputError(f"Error resuming session: {in_use}")
-        recording = load_recording(info.path, on_torn=report)
+        history = history_of_file(info.path, on_torn=report)
     except SessionError as exc:
         if exc.code == "NO_SESSIONS_FOUND" and args.resume.strip() == RESUME_LATEST:
             err.write(f"{exc.message}\n")
@@ -411,7 +411,7 @@ def session_for_run(args: Any, workspace: Path, err: TextIO | None = None) -> tu
         raise FatalInputError(f"Error resuming session: {exc.message}") from None
     except RecordingError as exc:
         raise FatalInputError(f"Error resuming session: {exc}") from None
-    return info.id, tuple(resumable_history(recording))
+    return info.id, tuple(history)
 
 
 def session_command(args: Any, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -514,6 +514,37 @@ class _OpenTurn:
         return out
 
 
+class _Conversation:
+    """The session's history, message by message, as the session actor builds it."""
+
+    def __init__(self) -> None:
+        self.history: list[Any] = []
+        self.open_turn: _OpenTurn | None = None
+
+    def feed(self, msg: Any) -> None:
+        match msg:
+            case OpenSession():
+                self.history = [thaw(c) for c in msg.history]
+                self.open_turn = None
+            case StartTurn():
+                self.open_turn = _OpenTurn(msg)
+            case TurnEnded():
+                if getattr(msg, "history_reset", False):
+                    self.history = [h for h in self.history if _is_environment_context(h)]
+                self.history.extend(thaw(c) for c in msg.history_added)
+                self.open_turn = None
+            case ContextAdded():
+                self.history.append(thaw(msg.content))  # a user's call result, shared between turns
+            case _:
+                if self.open_turn is not None:
+                    self.open_turn.feed(msg)
+
+    def contents(self) -> list[Any]:
+        if self.open_turn is None:
+            return list(self.history)
+        return [*self.history, *self.open_turn.contents()]
+
+
 def conversation_of(recording: Recording | Iterable[Any]) -> list[Any]:
     """The session's history as the recording left it (plain JSON contents), including
     what an unfinished turn had added. May end with unanswered calls (see
@@ -521,28 +552,20 @@ def conversation_of(recording: Recording | Iterable[Any]) -> list[Any]:
     messages = (
         (env.message for env in recording.envelopes) if isinstance(recording, Recording) else recording
     )
-    history: list[Any] = []
-    open_turn: _OpenTurn | None = None
+    conversation = _Conversation()
     for msg in messages:
-        match msg:
-            case OpenSession():
-                history = [thaw(c) for c in msg.history]
-                open_turn = None
-            case StartTurn():
-                open_turn = _OpenTurn(msg)
-            case TurnEnded():
-                if getattr(msg, "history_reset", False):
-                    history = [h for h in history if _is_environment_context(h)]
-                history.extend(thaw(c) for c in msg.history_added)
-                open_turn = None
-            case ContextAdded():
-                history.append(thaw(msg.content))  # a user's call result, shared between turns
-            case _:
-                if open_turn is not None:
-                    open_turn.feed(msg)
-    if open_turn is not None:
-        history.extend(open_turn.contents())
-    return history
+        conversation.feed(msg)
+    return conversation.contents()
+
+
+def history_of_file(path: Path, *, on_torn: Callable[[TornLine], None] | None = None) -> list[Any]:
+    """``resumable_history`` of the recording at ``path``, folded line by line as it is
+    read, never all of it in memory at once (a long recording held whole took seconds
+    just to free, and in the daemon's worker thread that stalled every session).
+    Raises ``RecordingError``."""
+    conversation = _Conversation()
+    load_recording(path, on_torn=on_torn, on_line=lambda line: conversation.feed(line.env.message))
+    return _resumable(conversation.contents())
 
 
 def close_dangling_calls(history: Sequence[Any], reason: str = INTERRUPTED_TOOL_REASON) -> list[Any]:
@@ -589,8 +612,12 @@ def close_dangling_calls(history: Sequence[Any], reason: str = INTERRUPTED_TOOL_
 
 def resumable_history(recording: Recording) -> list[Any]:
     """The conversation a resumed session continues (without any session context)."""
+    return _resumable(conversation_of(recording))
+
+
+def _resumable(conversation: list[Any]) -> list[Any]:
     kept = []
-    for content in conversation_of(recording):
+    for content in conversation:
         parts = content.get("parts") or []
         if content.get("role") == "user" and not is_function_response(parts):
             if is_ignored_user_text(_parts_text(parts).strip()):
@@ -638,6 +665,7 @@ __all__ = [
     "delete_command",
     "find_session",
     "format_relative_time",
+    "history_of_file",
     "history_problems",
     "list_command",
     "list_sessions",
