@@ -11,8 +11,8 @@ to it and no request of it is in flight. google-genai is imported in a worker th
 when the first live session starts (``prepare_live``): a daemon that only ever serves
 fake sessions never imports it, and the others' turns do not stall on it. The gateway
 retries a session's requests by the session's settings (``use_retry``,
-``retry_policy_for``), as a headless run's gateway does by its own. A subagent's session (``<parent>.<agent>-<id>``) goes
-where its parent goes.
+``retry_policy_for``), as a headless run's gateway does by its own. A subagent's
+session (``<parent>.<agent>-<id>``) goes where its parent goes.
 
 Every failed attempt of a model request is logged (``agentbus.daemon``: the daemon's
 log) with the session and the error, and with the traceback when it is not the API's
