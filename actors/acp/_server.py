@@ -28,6 +28,8 @@ import trio
 
 from bus import Bus
 
+from ..cli._errors import FatalError, cause_of, error_text
+from ..recorder import RecorderError
 from ._protocol import (
     AUTH_METHOD_IDS,
     ClientCapabilities,
@@ -248,7 +250,7 @@ class AcpServer:
                 frame = error_frame(req.id, exc)
             except Exception as exc:  # a bug in one request must not end the connection
                 self._log("".join(traceback.format_exception(exc)))
-                frame = error_frame(req.id, RpcError(INTERNAL_ERROR, f"Internal error: {exc}"))
+                frame = error_frame(req.id, RpcError(INTERNAL_ERROR, f"Internal error: {error_text(exc)}"))
         await self.send_frame(frame)
         for method, params in then:
             await self.notify(method, params)
@@ -305,19 +307,36 @@ class AcpServer:
         return session
 
     async def _start(self, session: AcpSession) -> Any:
+        """Run ``session`` beside the others; what it started with. A session that
+        cannot start (its recording cannot be opened, its settings are broken...) is
+        this request's error, in its cause's words: the connection and its other
+        sessions go on."""
         assert self._nursery is not None
-        started = await self._nursery.start(self._run_session, session)
+        try:
+            started = await self._nursery.start(self._run_session, session)
+        except Exception as exc:
+            cause = cause_of(exc)
+            if isinstance(cause, RpcError):
+                raise cause from None  # the session's own answer (auth required...)
+            if _unforeseen(exc):
+                self._log("".join(traceback.format_exception(exc)))
+            raise RpcError(INTERNAL_ERROR, f"The session could not start: {error_text(exc)}") from None
         self.sessions[session.session_id] = session
         return started
 
     async def _run_session(self, session: AcpSession, *, task_status: trio.TaskStatus[Any]) -> None:
         try:
             await session.run(task_status=task_status)
-        except Exception as exc:
+        except* Exception as group:
+            # (``except*``: a failure beside the connection's own cancellation is still
+            # this session's alone; the cancellation goes on up.)
             if not session.started:
-                raise
-            # A session that crashes after it started ends alone; the connection goes on.
-            self._log(f"agentbus acp: session {session.session_id} failed:\n" + "".join(traceback.format_exception(exc)))
+                raise  # ``_start`` answers the request with it
+            # A session that fails after it started ends alone; the connection goes on.
+            if _unforeseen(group):
+                self._log(f"agentbus acp: session {session.session_id} failed:\n" + "".join(traceback.format_exception(group)))
+            else:
+                self._log(f"agentbus acp: session {session.session_id} stopped: {error_text(group)}")
         finally:
             self.sessions.pop(session.session_id, None)
 
@@ -450,7 +469,11 @@ class AcpServer:
                 return list_sessions(data_dir, Path(cwd).resolve())
             return [info for info in map(scan_session, iter_recordings(data_dir)) if info is not None]
 
-        infos = sorted(await trio.to_thread.run_sync(scan), key=lambda s: s.last_updated, reverse=True)
+        try:
+            found = await trio.to_thread.run_sync(scan)
+        except OSError as exc:  # the data directory is not one
+            raise RpcError(INTERNAL_ERROR, f"Cannot list sessions: {error_text(exc)}") from None
+        infos = sorted(found, key=lambda s: s.last_updated, reverse=True)
         page = infos[start : start + LIST_PAGE]
         result: dict[str, Any] = {
             "sessions": [
@@ -482,3 +505,8 @@ class AcpServer:
             result["nextCursor"] = str(start + LIST_PAGE)
         return result
 
+
+def _unforeseen(exc: BaseException) -> bool:
+    """A failure nobody foresaw (a bug: its traceback is the report), not one the user
+    can act on from its one line (a recording, the disk, the settings)."""
+    return not isinstance(cause_of(exc), RecorderError | OSError | FatalError | RpcError)

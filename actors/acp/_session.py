@@ -545,6 +545,7 @@ class BusSession(AcpSession):
         )
         self._env, self._tools = setup.env, setup.tools
         self.view = SessionView(presenter, approval_mode=approval, model=model)
+        sub: Any = None
         try:
             async with trio.open_nursery() as actors:
                 await actors.start(GatewayActor(self.bus, backend, address=self.gateway_address).run)
@@ -566,10 +567,18 @@ class BusSession(AcpSession):
                     task_status.started(Started(approval_mode=approval, model=model, replay=tuple(replay)))
                     await self._closed.wait()
                     helpers.cancel_scope.cancel()
+                # The gateway's inbox closes: it finishes, as the session's actors do.
                 self.bus.unsubscribe(sub)
                 self._port.close()
                 self.bus.disconnect(self.gateway_address)
         finally:
+            # Also when the session could not start: loading it again (once its cause
+            # is mended) claims the same addresses.
+            if sub is not None:
+                self.bus.unsubscribe(sub)
+            if self._port is not None:
+                self._port.close()
+            self.bus.disconnect(self.gateway_address)
             self._closed.set()
             self._fail_waiters()
             for hook in self._hooks.values():
