@@ -27,6 +27,7 @@ import attrs
 import trio
 
 from bus import Bus
+from bus.session_ids import MAX_SESSION_ID, session_id_problem
 
 from ..cli._errors import FatalError, cause_of, error_text
 from ..recorder import RecorderError
@@ -396,6 +397,8 @@ class AcpServer:
         from ._session import replay_of
 
         sid = required_str(params, "sessionId")
+        if problem := session_id_problem(sid):  # it names a file: never a path of the caller's
+            raise invalid_params(problem, sessionId=sid[:MAX_SESSION_ID])
         cwd = absolute_dir(params)
         self._warn_mcp(mcp_servers(params))
         if self.options.attach and sid not in self.sessions:

@@ -52,6 +52,7 @@ from bus.messages import (
     ToolCallRequested,
     TurnEnded,
 )
+from bus.session_ids import SESSION_ID_RE
 
 from ..recorder import (
     Recording,
@@ -73,7 +74,6 @@ from ..turn._logic import (
 )
 
 RESUME_LATEST = "latest"
-SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 INTERRUPTED_TOOL_REASON = "The session was interrupted before the tool finished."
 NO_SESSIONS = "No previous sessions found for this project."
 

@@ -41,12 +41,10 @@ from bus.messages import (
     Subscribe,
     Unsubscribe,
 )
-
-from ..cli._sessions import SESSION_ID_RE
+from bus.session_ids import session_id_problem
 
 MAX_FRAME = 1 << 20
 MAX_ERRORS = 5
-MAX_SESSION_ID = 128
 
 REQUESTS = (
     Hello,
@@ -218,18 +216,11 @@ def _encodable(value: Message | str) -> bool:
     return True
 
 
-def _session_id_problem(session_id: str) -> str | None:
-    """Session ids name files: letters, digits, ``-`` and ``_``, not too long."""
-    if len(session_id) > MAX_SESSION_ID or not SESSION_ID_RE.match(session_id):
-        return f"invalid session id {session_id[:MAX_SESSION_ID]!r} (letters, digits, - and _, at most {MAX_SESSION_ID})"
-    return None
-
-
 def _value_problem(msg: Message) -> str | None:
     match msg:
-        case CreateSession() if msg.session_id and (problem := _session_id_problem(msg.session_id)):
+        case CreateSession() if msg.session_id and (problem := session_id_problem(msg.session_id)):
             return problem
-        case LoadSession() | Subscribe() if problem := _session_id_problem(msg.session_id):
+        case LoadSession() | Subscribe() if problem := session_id_problem(msg.session_id):
             return problem
         case CreateSession():
             if msg.approval_mode and msg.approval_mode not in APPROVAL_MODES:
