@@ -145,6 +145,12 @@ class RecordedTool(_Delegate):
         super().__init__(inner)
         self.script = script
         self.validating_call = validating_call
+        self._cancelled: dict[str, ToolResult] = {}
+        """The recorded result of each call recorded as cancelled, by call id."""
+
+    def cancelled_result(self, streamed: str, call_id: str) -> ToolResult:
+        """A call cancelled again ends with what was recorded for it."""
+        return self._cancelled.pop(call_id, None) or ToolResult(cancelled=True, llm_content=streamed)
 
     def validate(self, args: Mapping[str, Any], env: ToolEnv) -> str | None:
         call_id = self.validating_call()
@@ -163,6 +169,8 @@ class RecordedTool(_Delegate):
             # It ends the way it did: cancelled. Output the executor had taken but whose
             # message never went out (the cancel cut its send short) is taken again
             # the same way: its send waits at the gate until the cancel arrives.
+            if run.finished is not None:
+                self._cancelled[call_id] = run.finished.result
             shown = "".join(run.outputs)
             kept = run.finished.result.llm_content if run.finished is not None else None
             if output is not None and isinstance(kept, str) and kept.startswith(shown) and len(kept) > len(shown):
@@ -184,6 +192,9 @@ class LiveTool(_Delegate):
         close = getattr(inner, "close_session", None)
         if close is not None:
             self.close_session = close
+        cancelled = getattr(inner, "cancelled_result", None)
+        if cancelled is not None:
+            self.cancelled_result = cancelled  # the real tool's, as the live run had it
 
     def validate(self, args: Mapping[str, Any], env: ToolEnv) -> str | None:
         return self.inner.validate(args, env)

@@ -149,7 +149,14 @@ class ExecutorActor:
                         error_message=f"{type(exc).__name__}: {exc}",
                     )
         if scope.cancelled_caught:
-            result = ToolResult(cancelled=True, llm_content="".join(live))
+            # A tool that says what a cancelled call gives the model (the shell: Gemini's
+            # text; a replay: the recorded result) answers it (``cancelled_result(streamed,
+            # call_id)``); otherwise the output streamed until the cancel.
+            cancelled = getattr(tool, "cancelled_result", None)
+            if cancelled is not None:
+                result = cancelled("".join(live), run.call_id)
+            else:
+                result = ToolResult(cancelled=True, llm_content="".join(live))
         self._running.pop(run.call_id, None)
         done = ToolFinished(
             session_id=run.session_id,

@@ -38,9 +38,9 @@ it as the keyword-only ``call_id`` argument.
 
 Cancellation (the executor's cancel scope) kills the whole process group — SIGTERM to
 the group and to every descendant, SIGKILL after 0.2 s (Gemini's ``SIGKILL_TIMEOUT_MS``),
-all inside bounded shielded scopes — and re-raises ``trio.Cancelled``. Gemini would
-instead return "Command was cancelled by user before it could complete..."; the
-executor can build that result with :func:`user_cancelled_result`.
+all inside bounded shielded scopes — and re-raises ``trio.Cancelled``; the executor
+then asks :meth:`ShellTool.cancelled_result` for Gemini's result ("Command was cancelled
+by user before it could complete...", with the output streamed until then).
 
 Background calls (``is_background``) and jobs a foreground command leaves running are
 recorded in a :class:`BackgroundProcessRegistry` (by default the module's
@@ -1014,6 +1014,11 @@ class ShellTool:
     async def close_session(self, env: ToolEnv) -> None:
         """The session ends: kill what its shell calls left running."""
         await self.background.kill(env.session_id or None)
+
+    def cancelled_result(self, streamed: str, call_id: str) -> ToolResult:
+        """What the model gets of a call cancelled while it ran (Gemini's text)."""
+        del call_id  # the same for every call
+        return user_cancelled_result(streamed)
 
     def declaration(self, model: str) -> dict[str, Any]:
         del model  # the same for every model family
