@@ -143,6 +143,7 @@ class AttachedSession(AcpSession):
         presenter = Presenter(tools, self._env)
         replay: list[dict[str, Any]] = []
         from_seq: int | None = None
+        view = SessionView(presenter, replay=True)
         if self.load:
             path = recording_path(o.data_directory(), self.session_id)
             try:
@@ -150,7 +151,7 @@ class AttachedSession(AcpSession):
             except (OSError, RecordingError):
                 recording = None  # not on this machine's data dir: no replay
             if recording is not None and recording.envelopes:
-                replay = replay_of(recording, presenter)
+                replay = replay_of(recording, presenter, view)
                 from_seq = recording.envelopes[-1].seq + 1
         events = self.link.events_of(self.session_id)
         try:
@@ -158,7 +159,10 @@ class AttachedSession(AcpSession):
         except DaemonError as exc:
             self.link.forget(self.session_id)
             raise daemon_error(exc) from None
-        self.view = SessionView(presenter, approval_mode=summary.approval_mode, model=summary.model)
+        # The daemon's messages follow the replay gap-free (from ``from_seq``; a question
+        # asked before it is asked again): the replay's view maps them on.
+        view.follow_on(approval_mode=summary.approval_mode, model=summary.model)
+        self.view = view
         try:
             async with trio.open_nursery() as helpers:
                 self._nursery = helpers

@@ -189,9 +189,11 @@ class Started:
     replay: tuple[Mapping[str, Any], ...] = ()
 
 
-def replay_of(recording: Recording, presenter: Presenter) -> list[dict[str, Any]]:
-    """A recording as the ACP updates ``session/load`` replays."""
-    view = SessionView(presenter, replay=True)
+def replay_of(recording: Recording, presenter: Presenter, view: SessionView | None = None) -> list[dict[str, Any]]:
+    """A recording as the ACP updates ``session/load`` replays; ``view``: the replay
+    view to feed (a session followed on from the recording's end goes on with it, so
+    it knows the calls the replay showed)."""
+    view = view if view is not None else SessionView(presenter, replay=True)
     updates: list[Mapping[str, Any]] = []
     for env in recording.envelopes:
         for effect in view.feed(env.message):

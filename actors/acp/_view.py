@@ -243,6 +243,13 @@ class SessionView:
         """The current response's text across mid-stream retries."""
         self._retry_reason = ""
 
+    def follow_on(self, *, approval_mode: str, model: str) -> None:
+        """The replay has reached the recording's end and the session's live messages
+        follow from there: map them as live ones. A call the replay showed is not shown
+        again (a question still waiting on it is asked, about the call shown)."""
+        self.replay = False
+        self.approval_mode, self.model = approval_mode, model
+
     # -- the mapping ----------------------------------------------------------------------
     def feed(self, msg: Message) -> list[Effect]:
         match msg:

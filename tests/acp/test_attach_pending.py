@@ -57,4 +57,11 @@ async def test_the_next_editor_to_load_the_session_is_asked_and_its_answer_runs_
                 assert question["params"]["toolCall"]["title"]
                 await second.wait_for(says("Wrote it."))
                 assert second.sequence().count("session/request_permission") == 1
+                # The call is shown once (in the replay of the session's history), then
+                # asked about: not shown again before the question.
+                call_id = question["params"]["toolCall"]["toolCallId"]
+                shown = [u for u in second.updates(sid) if u["sessionUpdate"] == "tool_call"]
+                assert [(u["toolCallId"], u["status"]) for u in shown] == [(call_id, "pending")]
+                labels = second.sequence()
+                assert labels.index("session/request_permission") > labels.index("tool_call:pending:edit")
     assert (ws / "out.txt").read_text() == "approved later\n"
