@@ -41,7 +41,7 @@ from ..tools import builtin_tools
 from ..tools._base import ToolEnv
 from ._present import Presenter
 from ._protocol import mode_id
-from ._rpc import INTERNAL_ERROR, RESOURCE_NOT_FOUND, RpcError
+from ._rpc import AUTH_REQUIRED, INTERNAL_ERROR, RESOURCE_NOT_FOUND, RpcError
 from ._session import AcpOptions, AcpSession, Peer, Started, replay_of
 from ._view import Closed, Configured, Effect, SessionView, Update
 
@@ -49,8 +49,12 @@ _ENDED = object()
 """Put on a session's channel when the daemon connection ends."""
 
 
+DAEMON_CODES = {"unknown_session": RESOURCE_NOT_FOUND, "auth_required": AUTH_REQUIRED}
+"""The daemon's error codes that have an ACP counterpart (others: internal error)."""
+
+
 def daemon_error(exc: DaemonError) -> RpcError:
-    code = RESOURCE_NOT_FOUND if exc.code == "unknown_session" else INTERNAL_ERROR
+    code = DAEMON_CODES.get(exc.code, INTERNAL_ERROR)
     return RpcError(code, f"agentbus daemon: {exc.message}", {"daemonCode": exc.code})
 
 

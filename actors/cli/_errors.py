@@ -111,6 +111,8 @@ def exit_status(exc: BaseException, prog: str, stderr: TextIO) -> int | None:
         return 1
     if isinstance(cause, DaemonError | OSError):
         stderr.write(f"{prog}: {error_text(cause)}\n")
+        if isinstance(cause, DaemonError) and cause.code == "auth_required":
+            return FatalAuthenticationError.exit_code  # as a headless run without credentials
         return 1
     return None
 

@@ -54,7 +54,7 @@ from bus.messages import (
 from .. import runtime
 from ..cli import _sessions as sessions_on_disk
 from ..cli import _settings
-from ..cli._errors import FatalError, error_text
+from ..cli._errors import FatalAuthenticationError, FatalError, error_text
 from ..cli._headless import auth_type_from_env, check_auth
 from ..cli._setup import (
     approval_mode_from,
@@ -518,6 +518,8 @@ class DaemonCore:
                 approval_mode=entry.approval_mode,
                 interactive=True,
             )
+        except FatalAuthenticationError as exc:  # the client says so as headless does (exit 41)
+            raise RequestError("auth_required", exc.message) from None
         except FatalError as exc:
             raise RequestError("failed", exc.message) from None
         # As headless: retries by the session's settings, credentials by its client's.

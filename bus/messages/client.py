@@ -345,7 +345,10 @@ class ProtocolError:
     wrong type), ``frame_too_large``,
     ``hello_required``, ``bad_version``, ``bad_token``, ``not_a_request``,
     ``unknown_session``, ``not_yours`` (a session this connection did not open or
-    subscribe), ``busy``, ``invalid`` (a bad value), ``too_many_errors``, ``failed``.
+    subscribe), ``busy``, ``invalid`` (a bad value), ``too_many_errors``,
+    ``auth_required`` (the session's model credentials are missing or do not fit its
+    settings: a client exits as Gemini CLI does on an authentication error, 41),
+    ``failed``.
     """
 
     request_id: str | None
