@@ -1,6 +1,9 @@
 """Dependency direction, checked in ``make test``.
 
 - ``bus`` never imports ``actors``.
+- The leaf helpers (``actors.common``) import only ``bus``, the standard library and
+  third-party packages, never an actor, the host or a front end; everything may import
+  them.
 - An actor package never imports another actor package: actors share only ``bus``.
   Only the wiring (``actors.runtime``) and the entry points (``actors.cli``,
   ``actors.daemon``) may import several actors.
@@ -16,6 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WIRING = {"runtime", "cli", "daemon", "acp", "chat", "replay"}
+LEAF = "common"
 ASYNC_BRIDGE_PREFIX = "actors/gateway/_genai"
 
 
@@ -57,12 +61,15 @@ def main() -> int:
                 problems.append(f"{rel}:{line}: imports {mod} outside the gateway bridge")
             if rel.startswith("bus/") and top == "actors":
                 problems.append(f"{rel}:{line}: bus imports {mod}")
+            if own == LEAF and top == "actors" and actor_of(mod) != LEAF:
+                problems.append(f"{rel}:{line}: leaf helpers import {mod}")
             other = actor_of(mod)
             if (
                 rel.startswith("actors/")
                 and own not in WIRING
                 and other is not None
                 and other != own
+                and other != LEAF
                 and other != "__init__"
             ):
                 problems.append(f"{rel}:{line}: actor '{own}' imports actor '{other}' ({mod})")

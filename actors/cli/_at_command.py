@@ -37,13 +37,14 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from actors.common import js_trim
+
 from ..tools._base import ToolEnv
 from ..tools._glob import GlobTool, _run_glob, escape_glob, glob_files
 from ..tools._paths import (
     FileDiscovery,
     NodeFsError,
     context_file_name,
-    js_trim,
     node_extname,
     node_join,
     node_relative,

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import errno
 import json
-import math
 import os
 import re
 import signal
@@ -42,6 +41,8 @@ from typing import Any, Literal
 
 import attrs
 import trio
+
+from actors.common import js_json
 
 from ._config import CommandHook
 
@@ -97,23 +98,6 @@ def js_number(value: float) -> str:
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
         return str(int(value))
     return repr(value) if isinstance(value, float) else str(value)
-
-
-def _js_json_value(value: Any) -> Any:
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return None
-        return int(value) if value.is_integer() and abs(value) < 2**53 else value
-    if isinstance(value, Mapping):
-        return {str(k): _js_json_value(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_js_json_value(v) for v in value]
-    return value
-
-
-def js_json(value: Any) -> str:
-    """``JSON.stringify(value)``: compact, unescaped non-ASCII, ``1.0`` written ``1``."""
-    return json.dumps(_js_json_value(value), separators=(",", ":"), ensure_ascii=False)
 
 
 def shell_quote(arg: str) -> str:

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
+
+from actors.common import js_json, js_round
 
 TOOL_CALL_LOOP_THRESHOLD = 5
 CONTENT_LOOP_THRESHOLD = 10
@@ -94,21 +95,6 @@ class LlmAnswer:
 
 LLM_DUE = "llm_due"
 ASK_DOUBLE_CHECK = "ask_double_check"
-
-
-def js_json(value: Any) -> str:
-    """``JSON.stringify``: compact, non-ASCII kept, integral numbers without ``.0``."""
-    return json.dumps(_js_value(value), ensure_ascii=False, separators=(",", ":"))
-
-
-def _js_value(value: Any) -> Any:
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) < 1e21:
-        return int(value)
-    if isinstance(value, Mapping):
-        return {str(k): _js_value(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_js_value(v) for v in value]
-    return value
 
 
 def tool_call_key(name: str, args: Any) -> str:
@@ -315,7 +301,7 @@ class LoopDetector:
 
     def _update_interval(self, confidence: float) -> None:
         span = MAX_LLM_CHECK_INTERVAL - MIN_LLM_CHECK_INTERVAL
-        self.interval = _js_round(MIN_LLM_CHECK_INTERVAL + span * (1 - confidence))
+        self.interval = js_round(MIN_LLM_CHECK_INTERVAL + span * (1 - confidence))
 
     def llm_first_pass(self, answer: LlmAnswer | None) -> Verdict | str:
         """After the first model: no loop, or ``ASK_DOUBLE_CHECK``."""
@@ -334,10 +320,6 @@ class LoopDetector:
             return self._found(LLM_LOOP, answer.analysis, confirmed_by=model)
         self._update_interval(answer.confidence)
         return NO_LOOP
-
-
-def _js_round(x: float) -> int:
-    return math.floor(x + 0.5)
 
 
 def llm_check_contents(history: Sequence[Any], user_prompt: str, task: str) -> list[Any]:

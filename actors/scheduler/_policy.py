@@ -40,6 +40,8 @@ from typing import Any, Final, Literal, cast
 
 import attrs
 
+from actors.common import js_round
+
 __all__ = [
     "ADMIN_POLICY_TIER",
     "ALWAYS_ALLOW_PRIORITY_OFFSET",
@@ -1771,12 +1773,8 @@ def _rule_matches(
     return True
 
 
-def _js_round(value: float) -> int:
-    return math.floor(value + 0.5)
-
-
 def _is_always_allow(rule: Rule) -> bool:
-    return _js_round((rule.priority % 1) * 1000) == _ALWAYS_ALLOW_FRACTION
+    return js_round((rule.priority % 1) * 1000) == _ALWAYS_ALLOW_FRACTION
 
 
 def _is_subpath(parent: str, child: str) -> bool:

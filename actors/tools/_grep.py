@@ -39,6 +39,7 @@ from typing import Any
 import attrs
 import trio
 
+from actors.common import js_trim, js_trim_end
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv
@@ -50,8 +51,6 @@ from ._paths import (
     error_message,
     filtering_setting,
     is_git_repository,
-    js_trim,
-    js_trim_end,
     make_relative,
     node_fs_error,
     node_relative,

@@ -32,6 +32,8 @@ import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from actors.common import js_trim, js_trim_start, utf16_len
+
 from ._base import ToolEnv
 
 # --------------------------------------------------------------------------------------
@@ -100,11 +102,6 @@ def error_message(exc: BaseException) -> str:
 # JavaScript strings: lengths and slices count UTF-16 code units
 
 
-def js_len(text: str) -> int:
-    """``text.length`` in JavaScript (UTF-16 code units)."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
-
-
 def js_prefix(text: str, units: int) -> str:
     """``text.substring(0, units)``, never splitting a surrogate pair.
 
@@ -120,25 +117,6 @@ def js_prefix(text: str, units: int) -> str:
             return text[:index]
         count += width
     return text
-
-
-def js_trim(text: str) -> str:
-    """``String.prototype.trim`` (JS whitespace includes U+FEFF)."""
-    return text.strip(_JS_WHITESPACE)
-
-
-def js_trim_start(text: str) -> str:
-    return text.lstrip(_JS_WHITESPACE)
-
-
-def js_trim_end(text: str) -> str:
-    return text.rstrip(_JS_WHITESPACE)
-
-
-_JS_WHITESPACE = (
-    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
-    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-)
 
 
 # --------------------------------------------------------------------------------------
@@ -600,15 +578,15 @@ def validate_path_string(path: str) -> str | None:
         return "Path contains invalid characters (newlines or control characters)."
     if any(marker.search(path) for marker in _LOG_MARKERS):
         return "Path appears to be a misinterpreted log fragment."
-    if ('"' in path or "..." in path) and js_len(path) > 20:
+    if ('"' in path or "..." in path) and utf16_len(path) > 20:
         return (
             "Path contains suspicious characters (double quotes or ellipses) and is too "
             "long to be a simple filename."
         )
-    if js_len(path) > _MAX_PATH_LENGTH:
+    if utf16_len(path) > _MAX_PATH_LENGTH:
         return f"Path is too long (maximum {_MAX_PATH_LENGTH} characters)."
     for component in re.split(r"[/\\]", path):
-        if js_len(component) > _MAX_COMPONENT_LENGTH:
+        if utf16_len(component) > _MAX_COMPONENT_LENGTH:
             return (
                 f'Path component "{js_prefix(component, 20)}..." is too long '
                 f"(maximum {_MAX_COMPONENT_LENGTH} characters)."

@@ -29,15 +29,14 @@ import attrs
 import trio
 from frozendict import frozendict
 
+from actors.common import js_trim, utf16_len
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv
 from ._paths import (
     FileDiscovery,
     NodeFsError,
-    js_len,
     js_prefix,
-    js_trim,
     make_relative,
     node_extname,
     node_fs_error,
@@ -485,7 +484,7 @@ def _process_text(
     shortened = False
     formatted: list[str] = []
     for line in selected:
-        if js_len(line) > MAX_LINE_LENGTH_TEXT_FILE:
+        if utf16_len(line) > MAX_LINE_LENGTH_TEXT_FILE:
             shortened = True
             formatted.append(js_prefix(line, MAX_LINE_LENGTH_TEXT_FILE) + "... [truncated]")
         else:

@@ -35,17 +35,14 @@ from typing import Any
 import attrs
 import trio
 
+from actors.common import js_trim, js_trim_end, js_trim_start, utf16_len
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv
 from ._paths import (
     FileDiscovery,
     NodeFsError,
-    js_len,
     js_prefix,
-    js_trim,
-    js_trim_end,
-    js_trim_start,
     make_relative,
     node_join,
     node_resolve,
@@ -221,24 +218,24 @@ def _strip_whitespace(text: str) -> str:
 
 
 def _fuzzy(content: str, search: str, replace: str, raw_old: str) -> Replacement | None:
-    if js_len(raw_old) < 10:
+    if utf16_len(raw_old) < 10:
         return None
     source = _source_lines(content.replace("\r\n", "\n"))
     search_lines = [js_trim_end(x) for x in _source_lines(search)]
-    if len(source) * js_len(raw_old) ** 2 > 400_000_000:
+    if len(source) * utf16_len(raw_old) ** 2 > 400_000_000:
         return None
     if not search_lines:
         return None
     count = len(search_lines)
     block = "\n".join(search_lines)
-    block_len = js_len(block)
+    block_len = utf16_len(block)
     block_stripped = _strip_whitespace(block)
     candidates: list[tuple[float, int]] = []
     for i in range(0, len(source) - count + 1):
         window_text = "\n".join(js_trim_end(x) for x in source[i : i + count])
         if block_len == 0:
             continue
-        if abs(js_len(window_text) - block_len) / block_len > (
+        if abs(utf16_len(window_text) - block_len) / block_len > (
             FUZZY_MATCH_THRESHOLD / WHITESPACE_PENALTY_FACTOR
         ):
             continue
@@ -452,7 +449,7 @@ _DESCRIPTION = (
 
 def _snippet_of(text: str) -> str:
     first = text.split("\n")[0]
-    return js_prefix(first, 30) + ("..." if js_len(text) > 30 else "")
+    return js_prefix(first, 30) + ("..." if utf16_len(text) > 30 else "")
 
 
 class EditTool:

@@ -76,15 +76,15 @@ from typing import Any
 import attrs
 import trio
 
+from actors.common import js_trim, utf16_len
 from bus.messages import ToolResult
 
 from ._base import OutputSink, Tool, ToolEnv
-from ._paths import NodeFsError, js_trim, node_resolve, validate_path_access
+from ._paths import NodeFsError, node_resolve, validate_path_access
 from ._truncate import (
     TruncatingWriter,
     tool_output_path,
     truncation_threshold,
-    utf16_len,
     utf16_tail,
 )
 

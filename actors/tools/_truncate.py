@@ -33,6 +33,8 @@ from typing import IO, Any
 
 import attrs
 
+from actors.common import utf16_len
+
 __all__ = [
     "DEFAULT_TRUNCATE_TOOL_OUTPUT_THRESHOLD",
     "TOOL_OUTPUTS_DIR",
@@ -45,7 +47,6 @@ __all__ = [
     "truncate_tool_output",
     "truncation_threshold",
     "utf16_head",
-    "utf16_len",
     "utf16_tail",
 ]
 
@@ -61,13 +62,6 @@ _REPLACEMENT = "\ufffd"
 
 
 # ---------------------------------------------------------------- UTF-16 arithmetic
-
-
-def utf16_len(text: str) -> int:
-    """``text.length`` in JavaScript: astral characters count as two units."""
-    if text.isascii():
-        return len(text)
-    return len(text) + len(_ASTRAL.findall(text))
 
 
 def utf16_head(text: str, units: int) -> str:

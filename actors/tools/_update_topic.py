@@ -22,10 +22,10 @@ from typing import Any
 
 import attrs
 
+from actors.common import js_trim
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv
-from ._paths import js_trim
 
 DISPLAY_NAME = "Update Topic Context"
 

@@ -61,6 +61,7 @@ from typing import Any
 import attrs
 import trio
 
+from actors.common import js_trim, utf16_len
 from bus.messages import ToolResult
 
 from ._base import ModelCallError, OutputSink, ToolEnv
@@ -82,7 +83,7 @@ from ._http import (
     check_destination,
     http_get,
 )
-from ._paths import js_len, js_prefix, js_trim
+from ._paths import js_prefix
 from ._read_file import is_binary_data
 from ._url import (
     InvalidUrlError,
@@ -208,7 +209,7 @@ def truncate_string(text: str, max_length: int, suffix: str) -> str:
     Its ``/(?:[\\uD800-\\uDBFF][\\uDC00-\\uDFFF]|.)\\p{M}*/gu`` never matches a line
     terminator, and ``exec`` skips what does not match: a cut text loses them.
     """
-    if js_len(text) <= max_length:
+    if utf16_len(text) <= max_length:
         return text
     out: list[str] = []
     length = 0
@@ -221,7 +222,7 @@ def truncate_string(text: str, max_length: int, suffix: str) -> str:
         while end < n and unicodedata.category(text[end]).startswith("M"):
             end += 1
         segment = text[i:end]
-        width = js_len(segment)
+        width = utf16_len(segment)
         if length + width > max_length:
             break
         out.append(segment)
@@ -236,15 +237,15 @@ def share_budget(
     contents: list[tuple[str, str]], budget: int = MAX_CONTENT_LENGTH
 ) -> dict[str, str]:
     """Gemini's water-filling: the shortest pages first, each cut to its fair share."""
-    ordered = sorted(contents, key=lambda item: js_len(item[1]))
+    ordered = sorted(contents, key=lambda item: utf16_len(item[1]))
     remaining, left = budget, len(ordered)
     out: dict[str, str] = {}
     for url, content in ordered:
         fair = remaining // left
-        allocated = min(js_len(content), fair)
+        allocated = min(utf16_len(content), fair)
         cut = truncate_string(content, allocated, TRUNCATION_WARNING)
         out[url] = cut
-        remaining -= js_len(cut)
+        remaining -= utf16_len(cut)
         left -= 1
     return out
 
@@ -376,7 +377,7 @@ class WebFetchTool:
 
     def describe(self, args: Mapping[str, Any], env: ToolEnv) -> str:
         prompt = str(args.get("prompt") or "")
-        shown = js_prefix(prompt, 97) + "..." if js_len(prompt) > 100 else prompt
+        shown = js_prefix(prompt, 97) + "..." if utf16_len(prompt) > 100 else prompt
         return f'Processing URLs and instructions from prompt: "{shown}"'
 
     def session(self, env: ToolEnv) -> FetchSession:

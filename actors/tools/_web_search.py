@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from actors.common import js_trim
 from bus.messages import ToolResult
 
 from ._base import ModelCallError, OutputSink, ToolEnv
@@ -28,7 +29,6 @@ from ._grounding import (
     response_text,
     source_lines,
 )
-from ._paths import js_trim
 
 _SCHEMA: dict[str, Any] = {
     "type": "object",

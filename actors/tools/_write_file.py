@@ -41,6 +41,7 @@ from typing import Any
 import attrs
 import trio
 
+from actors.common import js_trim, utf16_len
 from bus.messages import ToolResult
 
 from ._base import FileAccessError, OutputSink, ToolEnv
@@ -48,8 +49,6 @@ from ._paths import (
     NodeFsError,
     error_message,
     is_subpath,
-    js_len,
-    js_trim,
     make_relative,
     node_error_code,
     node_extname,
@@ -296,10 +295,10 @@ def _patch_stats(old_str: str, new_str: str) -> tuple[int, int, int, int]:
         for line in hunk.lines:
             if line.startswith("+"):
                 added += 1
-                added_chars += js_len(line) - 1
+                added_chars += utf16_len(line) - 1
             elif line.startswith("-"):
                 removed += 1
-                removed_chars += js_len(line) - 1
+                removed_chars += utf16_len(line) - 1
     return added, removed, added_chars, removed_chars
 
 

@@ -16,10 +16,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from actors.common import js_trim
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv
-from ._paths import js_trim
 
 TODO_STATUSES = ("pending", "in_progress", "completed", "cancelled", "blocked")
 

@@ -30,10 +30,11 @@ from typing import Any
 
 import attrs
 
+from actors.common import js_json, js_round, utf16_len
 from bus._json import freeze, thaw
 
 from ._logic import is_valid_content, request_contents, user_content
-from ._tokens import estimate_tokens, history_parts, js_json, token_limit, utf16_len
+from ._tokens import estimate_tokens, history_parts, token_limit
 
 DEFAULT_COMPRESSION_TOKEN_THRESHOLD = 0.5
 COMPRESSION_PRESERVE_THRESHOLD = 0.3
@@ -344,11 +345,7 @@ def decide(plan: Summarise, final: str, new_tokens: int) -> Result:
 
 def compressed_message(original: int, new: int, limit: int) -> str:
     """What the interactive CLI shows for ``chat_compressed``."""
-    return f"Context compressed from {_js_round(original / limit * 100)}% to {_js_round(new / limit * 100)}%."
-
-
-def _js_round(x: float) -> int:
-    return math.floor(x + 0.5)
+    return f"Context compressed from {js_round(original / limit * 100)}% to {js_round(new / limit * 100)}%."
 
 
 _UNSAFE_FILENAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]")

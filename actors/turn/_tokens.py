@@ -15,10 +15,11 @@ tuned on them and a character outside the BMP counts twice there.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from actors.common import js_json, utf16_len
 
 DEFAULT_TOKEN_LIMIT = 1_048_576
 GEMMA_4_TOKEN_LIMIT = 256_000
@@ -35,31 +36,6 @@ PDF_TOKEN_ESTIMATE = 25_800
 def token_limit(model: str) -> int:
     """Gemini CLI's context window of ``model`` (``tokenLimits.ts``)."""
     return GEMMA_4_TOKEN_LIMIT if model in GEMMA_4_MODELS else DEFAULT_TOKEN_LIMIT
-
-
-def utf16_len(text: str) -> int:
-    """``text.length`` in JavaScript."""
-    if text.isascii():
-        return len(text)
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
-
-
-def _js_value(value: Any) -> Any:
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) < 1e21:
-        return int(value)
-    if isinstance(value, Mapping):
-        return {str(k): _js_value(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_js_value(v) for v in value]
-    return value
-
-
-def js_json(value: Any, *, indent: int | None = None) -> str:
-    """``JSON.stringify(value)`` (or ``JSON.stringify(value, null, indent)``): compact,
-    non-ASCII kept, integral numbers without ``.0``."""
-    if indent is None:
-        return json.dumps(_js_value(value), ensure_ascii=False, separators=(",", ":"))
-    return json.dumps(_js_value(value), ensure_ascii=False, indent=indent)
 
 
 def _text_tokens(text: str) -> float:

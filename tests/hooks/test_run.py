@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from actors.hooks import CommandHook, parse_hook_output, run_command_hook
-from actors.hooks._run import expand_command, js_json, shell_quote
+from actors.hooks._run import expand_command, shell_quote
 
 from ._helpers import ENV, group_alive, py
 
@@ -164,10 +164,6 @@ def test_shell_quote_round_trips_through_bash(values: list[str]) -> None:
     script = "printf '%s\\0' " + " ".join(shell_quote(v) for v in values)
     out = subprocess.run(["bash", "-c", script], capture_output=True, check=True).stdout
     assert out.decode("utf-8", "surrogateescape").split("\0")[:-1] == values
-
-
-def test_js_json_matches_json_stringify() -> None:
-    assert js_json({"a": 1.0, "b": [0.5, float("nan")], "c": "é\u2028"}) == '{"a":1,"b":[0.5,null],"c":"é\u2028"}'
 
 
 # ---------------------------------------------------------------------------- limits

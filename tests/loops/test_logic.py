@@ -9,6 +9,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from actors.common import js_json
 from actors.loops._logic import (
     ASK_DOUBLE_CHECK,
     CONTENT_LOOP,
@@ -20,7 +21,6 @@ from actors.loops._logic import (
     LlmAnswer,
     LoopDetector,
     is_structural,
-    js_json,
     llm_check_contents,
     parse_llm_answer,
     tool_call_key,

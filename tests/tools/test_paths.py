@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from actors.common import utf16_len
 from actors.tools._paths import (
     GitIgnoreParser,
     IgnoreRules,
     JsRegexError,
     NodeFsError,
     compile_js_regex,
-    js_len,
     js_prefix,
     locale_sort_key,
     make_relative,
@@ -176,7 +176,7 @@ def test_locale_order() -> None:
 
 
 def test_javascript_strings_and_regexes() -> None:
-    assert js_len("a😀") == 3
+    assert utf16_len("a😀") == 3
     assert js_prefix("a😀b", 2) == "a"
     assert compile_js_regex(r"(?<y>\d{4})-\k<y>").search("2024-2024")
     assert compile_js_regex(r"\q\/").fullmatch("q/")

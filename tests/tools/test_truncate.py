@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from actors.common import utf16_len
 from actors.tools._truncate import (
     DEFAULT_TRUNCATE_TOOL_OUTPUT_THRESHOLD,
     TruncatedOutput,
@@ -20,7 +21,6 @@ from actors.tools._truncate import (
     truncate_tool_output,
     truncation_threshold,
     utf16_head,
-    utf16_len,
     utf16_tail,
 )
 from tests.conftest import SHARED

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from actors.turn import _compression as comp
 from actors.turn import _next_speaker as ns
-from actors.turn._tokens import estimate_tokens, js_json, overflow_message, token_limit
+from actors.turn._tokens import estimate_tokens, overflow_message, token_limit
 from bus._json import thaw
 
 
@@ -52,11 +52,6 @@ def test_nested_function_response_parts_are_counted_to_depth_3() -> None:
     for _ in range(5):
         deep = {"functionResponse": {"name": "", "parts": [deep]}}
     assert estimate_tokens([deep]) == 0
-
-
-def test_js_json_matches_javascript() -> None:
-    assert js_json({"a": 1.0, "b": [1.5, "é"], "c": None}) == '{"a":1,"b":[1.5,"é"],"c":null}'
-    assert js_json({"a": {}}, indent=2) == '{\n  "a": {}\n}'
 
 
 def test_overflow_message() -> None:

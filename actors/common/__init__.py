@@ -1,0 +1,26 @@
+"""Shared leaf helpers: code that several actors and front ends need and no actor owns.
+
+The layers (``docs/actors.md``): bus ← **leaf helpers** ← actors ← host ← front ends.
+This package is the leaf layer. It holds plain functions that reproduce what Gemini CLI
+gets from Node and its npm packages, so every actor computes them the same way:
+
+- ``_js``: JavaScript semantics — ``JSON.stringify``, ``String.length`` in UTF-16 code
+  units, ``String.prototype.trim``, ``Math.round``.
+
+It imports only ``bus``, the standard library and third-party packages, never an actor,
+the host or a front end (``tests/check_dependencies.py`` enforces it); everything may
+import it. It lives under ``actors/`` rather than ``bus/`` because the bus is the
+protocol (messages, codec, numbering) and these helpers are not part of the protocol;
+the design card keeps the top level to ``actors/``, ``bus/``, ``tests/``, ``scenarios/``.
+"""
+
+from ._js import js_json, js_round, js_trim, js_trim_end, js_trim_start, utf16_len
+
+__all__ = [
+    "js_json",
+    "js_round",
+    "js_trim",
+    "js_trim_end",
+    "js_trim_start",
+    "utf16_len",
+]
