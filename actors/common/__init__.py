@@ -6,6 +6,7 @@ gets from Node and its npm packages, so every actor computes them the same way:
 
 - ``_js``: JavaScript semantics — ``JSON.stringify``, ``String.length`` in UTF-16 code
   units, ``String.prototype.trim``, ``Math.round``.
+- ``_shell``: shell syntax — shell-quote's ``parse`` and Gemini's ``stripShellWrapper``.
 
 It imports only ``bus``, the standard library and third-party packages, never an actor,
 the host or a front end (``tests/check_dependencies.py`` enforces it); everything may
@@ -15,6 +16,7 @@ the design card keeps the top level to ``actors/``, ``bus/``, ``tests/``, ``scen
 """
 
 from ._js import js_json, js_round, js_trim, js_trim_end, js_trim_start, utf16_len
+from ._shell import strip_shell_wrapper
 
 __all__ = [
     "js_json",
@@ -22,5 +24,6 @@ __all__ = [
     "js_trim",
     "js_trim_end",
     "js_trim_start",
+    "strip_shell_wrapper",
     "utf16_len",
 ]

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-_JS_WHITESPACE = (
+JS_WHITESPACE = (
     "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
     "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 )
@@ -23,17 +23,17 @@ def utf16_len(text: str) -> int:
 def js_trim(text: str) -> str:
     """``String.prototype.trim``: JavaScript's whitespace, which includes U+FEFF and not
     the separators U+001C–U+001F that Python's ``str.strip`` removes."""
-    return text.strip(_JS_WHITESPACE)
+    return text.strip(JS_WHITESPACE)
 
 
 def js_trim_start(text: str) -> str:
     """``String.prototype.trimStart``."""
-    return text.lstrip(_JS_WHITESPACE)
+    return text.lstrip(JS_WHITESPACE)
 
 
 def js_trim_end(text: str) -> str:
     """``String.prototype.trimEnd``."""
-    return text.rstrip(_JS_WHITESPACE)
+    return text.rstrip(JS_WHITESPACE)
 
 
 def js_round(x: float) -> int:

@@ -40,7 +40,7 @@ from typing import Any, Final, Literal, cast
 
 import attrs
 
-from actors.common import js_round
+from actors.common import js_round, strip_shell_wrapper
 
 __all__ = [
     "ADMIN_POLICY_TIER",
@@ -75,7 +75,6 @@ __all__ = [
     "policy_denial_message",
     "split_commands",
     "stable_stringify",
-    "strip_shell_wrapper",
     "tool_not_found_message",
 ]
 
@@ -1267,51 +1266,6 @@ def split_commands(command: str) -> list[str]:
     if parsed is None or parsed.has_error:
         return []
     return [d.text for d in parsed.details if d.name not in _REDIRECTION_NAMES and d.text]
-
-
-_SHELL_WRAPPER = re.compile(
-    r"^\s*(?:(?:(?:\S+/)?(?:sh|bash|zsh))\s+-c|cmd\.exe\s+/c|powershell(?:\.exe)?\s+"
-    r"(?:-NoProfile\s+)?-Command|pwsh(?:\.exe)?\s+(?:-NoProfile\s+)?-Command)\s+",
-    re.IGNORECASE,
-)
-
-
-def strip_shell_wrapper(command: str) -> str:
-    """``bash -c "ls -l"`` -> ``ls -l`` (also sh/zsh, cmd.exe /c, powershell -Command)."""
-    match = _SHELL_WRAPPER.match(command)
-    if not match:
-        return command.strip()
-    inner = command[match.end() :].strip()
-    if len(inner) >= 2 and inner[0] == inner[-1] and inner[0] in "\"'":
-        if match.group(0).strip().endswith("-c") and inner[0] == '"':
-            unquoted = _unquote_double(inner)
-            return unquoted if unquoted is not None else inner[1:-1]
-        return inner[1:-1]
-    return inner
-
-
-def _unquote_double(text: str) -> str | None:
-    """A single double-quoted token, unescaped; None when it is more than one token."""
-    out: list[str] = []
-    i = 1
-    while i < len(text):
-        c = text[i]
-        if c == '"':
-            return "".join(out) if i == len(text) - 1 else None
-        if c == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            out.append(nxt if nxt in '"\\$' else "\\" + nxt)
-            i += 2
-            continue
-        if c == "$" and text.startswith("${", i):
-            end = text.find("}", i)
-            if end > 0:
-                out.append("$" + text[i + 2 : end])
-                i = end + 1
-                continue
-        out.append(c)
-        i += 1
-    return None
 
 
 _QUOTE_OPS: Final = ("||", "&&", ";;", "|&", "<(", "<<<", ">>", ">&", "<&", "&", ";", "(", ")")

@@ -20,7 +20,6 @@ from actors.scheduler._policy import (
     parse_shell_command,
     split_commands,
     stable_stringify,
-    strip_shell_wrapper,
 )
 
 SHELL = "run_shell_command"
@@ -129,24 +128,6 @@ def test_blank_command_does_not_parse() -> None:
 )
 def test_has_redirection(command: str, expected: bool) -> None:
     assert has_redirection(command) is expected
-
-
-@pytest.mark.parametrize(
-    ("command", "expected"),
-    [
-        ('sh -c "ls -l"', "ls -l"),
-        ('  bash  -c  "ls -l"  ', "ls -l"),
-        ("zsh -c ls -l", "ls -l"),
-        ('cmd.exe /c "dir"', "dir"),
-        ('powershell.exe -NoProfile -Command "Get-ChildItem"', "Get-ChildItem"),
-        ('pwsh -Command "Get-ChildItem"', "Get-ChildItem"),
-        ("ls -l", "ls -l"),
-        ('bash -c "hg commit -m \\"title\n\nbody\\""', 'hg commit -m "title\n\nbody"'),
-        ("/bin/bash -c 'rm x'", "rm x"),
-    ],
-)
-def test_strip_shell_wrapper(command: str, expected: str) -> None:
-    assert strip_shell_wrapper(command) == expected
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,6 @@ from actors.tools._shell import (
     kill_background_processes,
     resolve_executable,
     strip_ansi,
-    strip_shell_wrapper,
     user_cancelled_result,
     wrap_untrusted,
 )
@@ -297,22 +296,6 @@ async def test_command_substitution_is_blocked(
 )
 def test_detect_command_substitution(command: str, blocked: bool) -> None:
     assert detect_command_substitution(command) is blocked
-
-
-@pytest.mark.parametrize(
-    ("command", "stripped"),
-    [
-        ('bash -c "echo hi && echo \\"q\\""', 'echo hi && echo "q"'),
-        ("sh -c 'echo $0'", "echo $0"),
-        ("/bin/zsh -c   ls  ", "ls"),
-        ('bash -c "a" "b"', 'a" "b'),
-        ('bash -c "echo ${HOME}"', "echo $HOME"),
-        ("  ls -la  ", "ls -la"),
-        ("bashful -c x", "bashful -c x"),
-    ],
-)
-def test_strip_shell_wrapper(command: str, stripped: str) -> None:
-    assert strip_shell_wrapper(command) == stripped
 
 
 async def test_shell_wrapper_is_stripped_before_running(tool: ShellTool, env: ToolEnv) -> None:
