@@ -6,6 +6,7 @@ gets from Node and its npm packages, so every actor computes them the same way:
 
 - ``_js``: JavaScript semantics — ``JSON.stringify``, ``String.length`` in UTF-16 code
   units, ``String.prototype.trim``, ``Math.round``.
+- ``_net``: Node's network error codes that Gemini retries.
 - ``_shell``: shell syntax — shell-quote's ``parse`` and Gemini's ``stripShellWrapper``.
 
 It imports only ``bus``, the standard library and third-party packages, never an actor,
@@ -16,9 +17,12 @@ the design card keeps the top level to ``actors/``, ``bus/``, ``tests/``, ``scen
 """
 
 from ._js import js_json, js_round, js_trim, js_trim_end, js_trim_start, utf16_len
+from ._net import RETRYABLE_NETWORK_CODES, is_network_retryable
 from ._shell import strip_shell_wrapper
 
 __all__ = [
+    "RETRYABLE_NETWORK_CODES",
+    "is_network_retryable",
     "js_json",
     "js_round",
     "js_trim",

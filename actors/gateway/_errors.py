@@ -28,6 +28,8 @@ from typing import Any
 
 import attrs
 
+from actors.common import is_network_retryable
+
 from ._backend import BackendError
 
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
@@ -40,23 +42,6 @@ CLOUDCODE_DOMAINS = frozenset(
     {"cloudcode-pa.googleapis.com", "staging-cloudcode-pa.googleapis.com", "autopush-cloudcode-pa.googleapis.com"}
 )
 QUOTA_STATUSES = frozenset({429, 499, 503})
-RETRYABLE_NETWORK_CODES = frozenset(
-    {
-        "ECONNRESET",
-        "ETIMEDOUT",
-        "EPIPE",
-        "ENOTFOUND",
-        "EAI_AGAIN",
-        "ECONNREFUSED",
-        "ERR_SSL_WRONG_VERSION_NUMBER",
-        "EPROTO",
-        "UND_ERR_HEADERS_TIMEOUT",
-        "UND_ERR_BODY_TIMEOUT",
-        "UND_ERR_CONNECT_TIMEOUT",
-        "ERR_STREAM_PREMATURE_CLOSE",
-    }
-)
-_SSL_BAD_RECORD_MAC = re.compile(r"^ERR_SSL_.*BAD_RECORD_MAC", re.I)
 _LIMIT_ZERO = re.compile(r"limit:\s*0(?!\d|\.\d)")
 _PLEASE_RETRY = re.compile(r"Please retry in ([0-9.]+(?:ms|s))")
 _CAPACITY = re.compile(r"exhausted your capacity|capacity exceeded|MODEL_CAPACITY_EXHAUSTED", re.I)
@@ -245,10 +230,6 @@ def _status_retryable(status: int) -> bool:
     if status == 400:
         return False
     return status in (429, 499) or 500 <= status < 600
-
-
-def is_network_retryable(code: str) -> bool:
-    return code in RETRYABLE_NETWORK_CODES or bool(_SSL_BAD_RECORD_MAC.match(code))
 
 
 def is_retryable(err: BackendError) -> bool:

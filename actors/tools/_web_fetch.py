@@ -61,7 +61,7 @@ from typing import Any
 import attrs
 import trio
 
-from actors.common import js_trim, utf16_len
+from actors.common import is_network_retryable, js_trim, utf16_len
 from bus.messages import ToolResult
 
 from ._base import ModelCallError, OutputSink, ToolEnv
@@ -107,23 +107,6 @@ RATE_LIMIT_HOSTS = 1000
 
 FETCH_CONFIG: dict[str, Any] = {**BASE_CONFIG, "tools": [{"urlContext": {}}]}
 FALLBACK_CONFIG: dict[str, Any] = dict(BASE_CONFIG)
-
-RETRYABLE_CODES = frozenset(
-    {
-        "ECONNRESET",
-        "ETIMEDOUT",
-        "EPIPE",
-        "ENOTFOUND",
-        "EAI_AGAIN",
-        "ECONNREFUSED",
-        "ERR_SSL_WRONG_VERSION_NUMBER",
-        "EPROTO",
-        "UND_ERR_HEADERS_TIMEOUT",
-        "UND_ERR_BODY_TIMEOUT",
-        "UND_ERR_CONNECT_TIMEOUT",
-        "ERR_STREAM_PREMATURE_CLOSE",
-    }
-)
 
 _BINARY_TYPES = frozenset(
     {
@@ -275,7 +258,7 @@ def is_retryable(exc: BaseException) -> bool:
     if isinstance(exc, FetchError):
         if exc.phase == "body":
             return False
-        return exc.code in RETRYABLE_CODES or "fetch failed" in exc.message.lower()
+        return is_network_retryable(exc.code or "") or "fetch failed" in exc.message.lower()
     if isinstance(exc, _UrlFailure) and exc.status is not None:
         return exc.status in (429, 499) or 500 <= exc.status < 600
     return False

@@ -553,6 +553,10 @@ def test_retryable_errors() -> None:
     from actors.tools._web_fetch import _UrlFailure
 
     assert is_retryable(FetchError("x", code="ECONNREFUSED"))
+    # Gemini's web fetch retries with utils/retry.ts, whose SSL BAD_RECORD_MAC rule the
+    # gateway had and web fetch's own copy of the codes lacked.
+    assert is_retryable(FetchError("x", code="ERR_SSL_SSLV3_ALERT_BAD_RECORD_MAC"))
+    assert not is_retryable(FetchError("x", code="ECONNABORTED"))
     assert is_retryable(FetchError("fetch failed (redirect count exceeded)"))
     assert not is_retryable(FetchError("Content exceeds size limit", phase="body"))
     assert not is_retryable(BlockedAddressError("Access to private IP 10.0.0.1 is blocked"))
