@@ -73,7 +73,7 @@ from .. import runtime
 from ..cli import _settings
 from ..cli._args import HeadlessArgs
 from ..cli._at_command import expand_at_references
-from ..cli._errors import FatalError
+from ..cli._errors import FatalError, cause_of, error_text
 from ..cli._headless import make_backend
 from ..cli._sessions import resumable_history
 from ..cli._setup import (
@@ -371,8 +371,8 @@ class AcpSession:
         ]
         return "\n".join(lines)
 
-    def _fail_waiters(self) -> None:
-        gone = RpcError(INTERNAL_ERROR, "the session closed")
+    def _fail_waiters(self, why: str = "the session closed") -> None:
+        gone = RpcError(INTERNAL_ERROR, why)
         for call in self._call_waiters.values():
             call.fail(gone)
         self._call_waiters.clear()
@@ -548,6 +548,7 @@ class BusSession(AcpSession):
         self._env, self._tools = setup.env, setup.tools
         self.view = SessionView(presenter, approval_mode=approval, model=model)
         sub: Any = None
+        ended = "the session closed"
         try:
             async with trio.open_nursery() as actors:
                 await actors.start(GatewayActor(self.bus, backend, address=self.gateway_address).run)
@@ -573,6 +574,10 @@ class BusSession(AcpSession):
                 self.bus.unsubscribe(sub)
                 self._port.close()
                 self.bus.disconnect(self.gateway_address)
+        except BaseException as exc:
+            if isinstance(cause := cause_of(exc), Exception):  # not the connection's cancel
+                ended = f"the session stopped: {error_text(cause)}"  # what a waiting prompt is told
+            raise
         finally:
             # Also when the session could not start: loading it again (once its cause
             # is mended) claims the same addresses.
@@ -582,7 +587,7 @@ class BusSession(AcpSession):
                 self._port.close()
             self.bus.disconnect(self.gateway_address)
             self._closed.set()
-            self._fail_waiters()
+            self._fail_waiters(ended)
             for hook in self._hooks.values():
                 hook.fail(RpcError(INTERNAL_ERROR, "the session closed"))
             self._hooks.clear()

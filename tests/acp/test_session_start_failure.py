@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ._client import fake_responses, text_chunks
+from ._client import call_chunks, fake_responses, text_chunks
 from .test_stdio import _read_until, _send
 
 INTERNAL_ERROR = -32603
@@ -125,3 +125,34 @@ def test_a_recording_that_cannot_be_written_fails_its_load_alone(tmp_path: Path)
     assert recording.stat().st_size == size
     lines = [json.loads(line) for line in (tmp_path / "data" / "sessions" / f"{small}.jsonl").read_text().splitlines()]
     assert [m["msg"]["type"] for m in lines if m.get("msg", {}).get("type") == "TurnEnded"] == ["TurnEnded"]
+
+
+def test_sessions_whose_recording_goes_away_stop_alone_and_say_why(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    # A call that waits on an approval nobody gives: the turn can only end by the
+    # session's failure (the recording is synced when the question is asked).
+    script = fake_responses(tmp_path / "fake.jsonl", call_chunks(("write_file", {"file_path": "a.txt", "content": "a"})))
+    sessions = tmp_path / "data" / "sessions"
+    with spawn(tmp_path, script) as proc:
+        _send(proc, request(0, "initialize", {"protocolVersion": 1}))
+        sids = []
+        for rid in (1, 2):
+            _send(proc, request(rid, "session/new", {"cwd": str(ws), "mcpServers": []}))
+            sids.append(_read_until(proc, answered(rid))[-1]["result"]["sessionId"])
+        busy, idle = sids
+        # The recordings' folder is moved away; a file takes its name.
+        sessions.rename(tmp_path / "data" / "moved")
+        sessions.write_text("not a directory")
+        _send(proc, prompt(3, busy, "hello"))
+        message = one_line_error(_read_until(proc, answered(3))[-1])
+        assert message == f"the session stopped: cannot write recording {sessions / busy}.jsonl: Not a directory"
+        _send(proc, request(4, "session/new", {"cwd": str(ws), "mcpServers": []}))
+        assert "cannot open recording" in one_line_error(_read_until(proc, answered(4))[-1])
+        # The other session stops at the end of input, when its end cannot be written
+        # either: the process still ends as it should.
+        stderr = finish(proc)
+    assert "Traceback" not in stderr
+    assert "the session was stopped" not in stderr
+    stopped = [line for line in stderr.splitlines() if " stopped: " in line]
+    assert [line.split()[3] for line in stopped] == [busy, idle]
