@@ -10,30 +10,9 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 from typing import NoReturn
 
-
-def child_process_groups(pid: int | None = None) -> set[int]:
-    """The process groups of ``pid``'s children (default: ours), other than our own."""
-    parent = os.getpid() if pid is None else pid
-    own = os.getpgrp()
-    groups: set[int] = set()
-    try:
-        entries = list(Path("/proc").iterdir())
-    except OSError:
-        return groups
-    for entry in entries:
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone meanwhile
-        ppid, pgrp = int(fields[1]), int(fields[2])
-        if ppid == parent and pgrp != own:
-            groups.add(pgrp)
-    return groups
+from actors.common import child_process_groups
 
 
 def force_exit(code: int) -> NoReturn:

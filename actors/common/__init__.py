@@ -6,6 +6,7 @@ gets from Node and its npm packages, so every actor computes them the same way:
 
 - ``_js``: JavaScript semantics — ``JSON.stringify``, ``String.length`` in UTF-16 code
   units, ``String.prototype.trim``, ``Math.round``.
+- ``_procs``: process groups and process trees, read from ``/proc``.
 - ``_net``: Node's network error codes that Gemini retries.
 - ``_shell``: shell syntax — shell-quote's ``parse`` and Gemini's ``stripShellWrapper``.
 
@@ -18,10 +19,24 @@ the design card keeps the top level to ``actors/``, ``bus/``, ``tests/``, ``scen
 
 from ._js import js_json, js_round, js_trim, js_trim_end, js_trim_start, utf16_len
 from ._net import RETRYABLE_NETWORK_CODES, is_network_retryable
+from ._procs import (
+    ProcInfo,
+    child_process_groups,
+    descendants,
+    group_has_live_members,
+    process_table,
+    signal_group,
+)
 from ._shell import strip_shell_wrapper
 
 __all__ = [
     "RETRYABLE_NETWORK_CODES",
+    "ProcInfo",
+    "child_process_groups",
+    "descendants",
+    "group_has_live_members",
+    "process_table",
+    "signal_group",
     "is_network_retryable",
     "js_json",
     "js_round",

@@ -42,7 +42,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from actors.common import js_json
+from actors.common import group_has_live_members, js_json, signal_group
 
 from ._config import CommandHook
 
@@ -194,34 +194,6 @@ def _spawn_error(executable: str, exc: BaseException) -> str:
 # ---------------------------------------------------------------------------- processes
 
 
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _group_has_live_members(pgid: int) -> bool | None:
-    """Whether a non-zombie process is in group ``pgid``; None without ``/proc``."""
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return None
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                raw = f.read()
-        except OSError:
-            continue
-        # ``pid (comm) state ppid pgrp ...``; comm may hold spaces and parentheses.
-        fields = raw[raw.rfind(b")") + 2 :].split()
-        if len(fields) >= 3 and fields[2] == str(pgid).encode() and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
-
-
 async def terminate_group(proc: trio.Process, grace: float, *, shield: bool = True) -> None:
     """SIGTERM the process group, SIGKILL after ``grace`` if the leader lives, then
     SIGKILL the group anyway (members that ignored SIGTERM) and wait, briefly, until
@@ -229,16 +201,16 @@ async def terminate_group(proc: trio.Process, grace: float, *, shield: bool = Tr
     pgid = proc.pid
     with trio.CancelScope(shield=shield):
         if proc.returncode is None:
-            _signal_group(pgid, signal.SIGTERM)
+            signal_group(pgid, signal.SIGTERM)
             with trio.move_on_after(grace):
                 await proc.wait()
-        _signal_group(pgid, signal.SIGKILL)
+        signal_group(pgid, signal.SIGKILL)
         with trio.move_on_after(_REAP_S):
             if proc.returncode is None:
                 await proc.wait()
             # A SIGKILLed process is gone only once the kernel has scheduled its exit;
             # nothing signals that for members that are not our children, so poll.
-            while _group_has_live_members(pgid):  # noqa: ASYNC110
+            while group_has_live_members(pgid):  # noqa: ASYNC110
                 await trio.sleep(_POLL_S)
 
 

@@ -76,7 +76,14 @@ from typing import Any
 import attrs
 import trio
 
-from actors.common import js_trim, strip_shell_wrapper, utf16_len
+from actors.common import (
+    descendants,
+    group_has_live_members,
+    js_trim,
+    signal_group,
+    strip_shell_wrapper,
+    utf16_len,
+)
 from bus.messages import ToolResult
 
 from ._base import OutputSink, Tool, ToolEnv
@@ -565,80 +572,6 @@ class _OutputCollector:
 # Processes and process groups
 
 
-@attrs.frozen
-class _ProcInfo:
-    pid: int
-    ppid: int
-    pgid: int
-    state: str
-
-
-def _process_table() -> list[_ProcInfo] | None:
-    """Every process from ``/proc`` (None where there is no ``/proc``)."""
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return None
-    table: list[_ProcInfo] = []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                raw = f.read()
-        except OSError:
-            continue
-        # ``pid (comm) state ppid pgrp ...``; comm may hold spaces and parentheses.
-        fields = raw[raw.rfind(b")") + 2 :].split()
-        if len(fields) < 3:
-            continue
-        table.append(_ProcInfo(int(name), int(fields[1]), int(fields[2]), fields[0].decode()))
-    return table
-
-
-def _descendants(pid: int) -> list[int]:
-    """All descendants of ``pid``, parents before children (Gemini walks ``pgrep -P``)."""
-    table = _process_table()
-    if not table:
-        return []
-    children: dict[int, list[int]] = {}
-    for info in table:
-        children.setdefault(info.ppid, []).append(info.pid)
-    found: list[int] = []
-    stack = [pid]
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            found.append(child)
-            stack.append(child)
-    return found
-
-
-def _group_has_live_members(pgid: int) -> bool:
-    """Whether a non-zombie process is still in the group."""
-    table = _process_table()
-    if table is None:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    return any(p.pgid == pgid and p.state not in ("Z", "X") for p in table)
-
-
-def _signal_group(pgid: int, sig: int, pids: list[int] | tuple[int, ...] = ()) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-    for pid in reversed(pids):
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
 async def _terminate(proc: trio.Process, grace: float = SIGKILL_TIMEOUT_S) -> None:
     """Kill ``proc``'s whole process group: SIGTERM, then SIGKILL after ``grace``.
 
@@ -647,20 +580,20 @@ async def _terminate(proc: trio.Process, grace: float = SIGKILL_TIMEOUT_S) -> No
     members which ignored SIGTERM (or outlived the leader) die too.
     """
     pgid = proc.pid
-    descendants = _descendants(pgid) if proc.returncode is None else []
-    _signal_group(pgid, signal_mod.SIGTERM, descendants)
+    children = descendants(pgid) if proc.returncode is None else []
+    signal_group(pgid, signal_mod.SIGTERM, children)
     with trio.move_on_after(grace, shield=True) as scope:
         if proc.returncode is None:
             await proc.wait()
         # The leader is gone: give the rest of the group what is left of the grace.
         # Polling: nothing signals when processes that are not our children exit.
-        while _group_has_live_members(pgid):  # noqa: ASYNC110
+        while group_has_live_members(pgid):  # noqa: ASYNC110
             await trio.sleep(_POLL_S)
     if scope.cancelled_caught and proc.returncode is None:
-        _signal_group(pgid, signal_mod.SIGKILL, descendants)
+        signal_group(pgid, signal_mod.SIGKILL, children)
         with trio.move_on_after(_REAP_TIMEOUT_S, shield=True):
             await proc.wait()
-    _signal_group(pgid, signal_mod.SIGKILL)
+    signal_group(pgid, signal_mod.SIGKILL)
 
 
 def _close_pipes(proc: trio.Process) -> None:
@@ -702,8 +635,8 @@ class BackgroundProcess:
 
     def is_running(self) -> bool:
         if self.process is not None:
-            return _leader_running(self.process) or _group_has_live_members(self.pid)
-        return self._group_is_ours() and _group_has_live_members(self.pid)
+            return _leader_running(self.process) or group_has_live_members(self.pid)
+        return self._group_is_ours() and group_has_live_members(self.pid)
 
     def _group_is_ours(self) -> bool:
         # Without the leader, the group id is only trusted while a known member is in it.
@@ -764,13 +697,13 @@ class BackgroundProcessRegistry:
         self._entries = [e for e in self._entries if e not in targets]
         live = [e for e in targets if e.is_running()]
         for entry in live:
-            _signal_group(entry.pid, signal_mod.SIGTERM, _descendants(entry.pid))
+            signal_group(entry.pid, signal_mod.SIGTERM, descendants(entry.pid))
         with trio.move_on_after(grace, shield=True):
             while any(e.is_running() for e in live):  # noqa: ASYNC110 (not our children)
                 await trio.sleep(_POLL_S)
         for entry in live:
             if entry.process is not None or entry._group_is_ours():
-                _signal_group(entry.pid, signal_mod.SIGKILL, _descendants(entry.pid))
+                signal_group(entry.pid, signal_mod.SIGKILL, descendants(entry.pid))
         for entry in targets:
             if entry.process is not None:
                 with trio.move_on_after(_REAP_TIMEOUT_S, shield=True):

@@ -1,0 +1,96 @@
+"""Process groups and trees from ``/proc``, on real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from actors.common import (
+    child_process_groups,
+    descendants,
+    group_has_live_members,
+    process_table,
+    signal_group,
+)
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc (Linux)")
+
+
+@pytest.fixture
+def group() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """A shell in a group of its own whose child sleeps; yields it and the child's pid."""
+    proc = subprocess.Popen(
+        ["bash", "-c", "sleep 30 & echo $!; wait"], stdout=subprocess.PIPE, start_new_session=True
+    )
+    assert proc.stdout is not None
+    child = int(proc.stdout.readline())
+    try:
+        yield proc, child
+    finally:
+        signal_group(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        proc.stdout.close()
+
+
+def _wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll: a killed process leaves the group when the kernel gets to it; the timeout
+    only bounds a hang."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_process_table_has_us_and_our_parent() -> None:
+    table = process_table()
+    assert table is not None
+    me = next(p for p in table if p.pid == os.getpid())
+    assert (me.ppid, me.pgid) == (os.getppid(), os.getpgrp())
+
+
+def test_descendants_and_child_groups(group: tuple[subprocess.Popen[bytes], int]) -> None:
+    proc, child = group
+    assert descendants(proc.pid) == [child]
+    assert child in descendants(os.getpid())
+    assert proc.pid in child_process_groups()
+    assert os.getpgrp() not in child_process_groups()
+
+
+def test_group_dies_with_signal_group(group: tuple[subprocess.Popen[bytes], int]) -> None:
+    proc, child = group
+    assert group_has_live_members(proc.pid)
+    signal_group(proc.pid, signal.SIGKILL, [child])
+    proc.wait(timeout=10)
+    assert _wait_until(lambda: not group_has_live_members(proc.pid))
+
+
+def test_without_proc_the_group_is_probed_by_signal(
+    group: tuple[subprocess.Popen[bytes], int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The hook runner's copy answered None here and stopped waiting for the group.
+    proc, _ = group
+
+    def no_proc(path: str) -> list[str]:
+        raise FileNotFoundError(path)
+
+    monkeypatch.setattr(os, "listdir", no_proc)
+    assert process_table() is None
+    assert descendants(proc.pid) == []
+    assert group_has_live_members(proc.pid) is True
+    signal_group(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert _wait_until(lambda: not group_has_live_members(proc.pid))
+
+
+def test_signal_group_skips_processes_already_gone() -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    gone.wait(timeout=10)
+    signal_group(gone.pid, signal.SIGTERM, [gone.pid])  # no error
