@@ -56,7 +56,7 @@ async def test_a_recording_deleted_under_the_session_stops_it_at_the_next_sync_p
     rec = tmp_path / "s.jsonl"
     bus = Bus()
     port = bus.connect("c")
-    with pytest.raises(BaseException) as info:  # noqa: B017 - the nursery's exception group
+    with pytest.raises(BaseException) as info, trio.fail_after(60):  # noqa: B017 - the nursery's exception group
         async with trio.open_nursery() as nursery:
             await nursery.start(RecorderActor(bus, session_id="s", path=rec).run)
             await port.publish(TextStreamed(session_id="s", turn_id="t", text="a"))
