@@ -8,6 +8,7 @@ gets from Node and its npm packages, so every actor computes them the same way:
   units, ``String.prototype.trim``, ``Math.round``.
 - ``_procs``: process groups and process trees, read from ``/proc``.
 - ``_net``: Node's network error codes that Gemini retries.
+- ``_regex``: JavaScript regular expressions on Python's ``re``, with V8's errors.
 - ``_shell``: shell syntax — shell-quote's ``parse`` and Gemini's ``stripShellWrapper``.
 
 It imports only ``bus``, the standard library and third-party packages, never an actor,
@@ -27,18 +28,22 @@ from ._procs import (
     process_table,
     signal_group,
 )
+from ._regex import JsRegexError, compile_js_regex, js_regex_to_python
 from ._shell import strip_shell_wrapper
 
 __all__ = [
+    "JsRegexError",
     "RETRYABLE_NETWORK_CODES",
     "ProcInfo",
     "child_process_groups",
+    "compile_js_regex",
     "descendants",
     "group_has_live_members",
     "process_table",
     "signal_group",
     "is_network_retryable",
     "js_json",
+    "js_regex_to_python",
     "js_round",
     "js_trim",
     "js_trim_end",

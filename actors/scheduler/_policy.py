@@ -32,7 +32,6 @@ import os
 import posixpath
 import re
 import tomllib
-import warnings
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -40,7 +39,7 @@ from typing import Any, Final, Literal, cast
 
 import attrs
 
-from actors.common import js_round, strip_shell_wrapper
+from actors.common import compile_js_regex, js_round, strip_shell_wrapper
 
 __all__ = [
     "ADMIN_POLICY_TIER",
@@ -60,7 +59,6 @@ __all__ = [
     "PolicyVerdict",
     "Rule",
     "build_args_patterns",
-    "compile_js_regex",
     "confirmation_unsupported_message",
     "display_name",
     "escape_regex",
@@ -361,126 +359,7 @@ def stable_stringify(value: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# Regexes: policy patterns are JavaScript regexes; we translate them to Python's dialect.
-
-_JS_SPACE_CHARS: Final = (
-    "\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
-)
-_JS_QUANTIFIER = re.compile(r"\{\d+(?:,\d*)?\}")
-_HEX2 = re.compile(r"[0-9A-Fa-f]{2}")
-_HEX4 = re.compile(r"[0-9A-Fa-f]{4}")
-
-
-def _translate_js_regex(src: str) -> str:
-    """Rewrite a JavaScript regex (no flags) so Python's ``re`` (with re.ASCII) agrees.
-
-    Handles the differences that matter for policy patterns: ``$`` only at the very
-    end, ``.`` not matching any line terminator, Unicode ``\\s``, identity escapes such
-    as ``\\A`` / ``\\Z``, ``{`` that is not a quantifier, named groups, ``[^]``.
-    """
-    out: list[str] = []
-    i = 0
-    n = len(src)
-    in_class = False
-    class_first = False
-    while i < n:
-        c = src[i]
-        if c == "\\":
-            if i + 1 >= n:
-                raise re.error("\\ at end of pattern")
-            d = src[i + 1]
-            i += 2
-            if d == "s":
-                out.append(_JS_SPACE_CHARS if in_class else f"[{_JS_SPACE_CHARS}]")
-            elif d == "S":
-                out.append("\\S" if in_class else f"[^{_JS_SPACE_CHARS}]")
-            elif d in "dDwWbBtnrfv" or d.isdigit():
-                out.append("\\" + d)
-            elif d == "x":
-                if _HEX2.match(src, i):
-                    out.append("\\x" + src[i : i + 2])
-                    i += 2
-                else:
-                    out.append("x")
-            elif d == "u":
-                if _HEX4.match(src, i):
-                    out.append("\\u" + src[i : i + 4])
-                    i += 4
-                else:
-                    out.append("u")
-            elif d == "c" and i < n and src[i].isalpha():
-                out.append(re.escape(chr(ord(src[i]) % 32)))
-                i += 1
-            elif d == "k" and not in_class and i < n and src[i] == "<":
-                end = src.find(">", i)
-                if end < 0:
-                    raise re.error("bad named backreference")
-                out.append(f"(?P={src[i + 1 : end]})")
-                i = end + 1
-            else:
-                out.append(re.escape(d))
-            class_first = False
-            continue
-        if in_class:
-            if c == "]" and not class_first:
-                in_class = False
-                out.append("]")
-            elif c in "[&~|":
-                out.append("\\" + c)
-            elif c == "-" and out and out[-1] == "-":
-                out.append("\\-")
-            else:
-                out.append(c)
-            class_first = False
-            i += 1
-            continue
-        if c == "[":
-            if src.startswith("[^]", i):
-                out.append("[\\s\\S]")
-                i += 3
-                continue
-            if src.startswith("[]", i):
-                out.append("(?!)")
-                i += 2
-                continue
-            in_class = True
-            class_first = True
-            if src.startswith("[^", i):
-                out.append("[^")
-                i += 2
-            else:
-                out.append("[")
-                i += 1
-            continue
-        if c == "$":
-            out.append("\\Z")
-        elif c == ".":
-            out.append("[^\\n\\r\\u2028\\u2029]")
-        elif c == "{":
-            match = _JS_QUANTIFIER.match(src, i)
-            if match and out:
-                out.append(match.group(0))
-                i = match.end()
-                continue
-            out.append("\\{")
-        elif c == "(" and src.startswith("(?<", i) and not src.startswith(("(?<=", "(?<!"), i):
-            out.append("(?P<")
-            i += 3
-            continue
-        else:
-            out.append(c)
-        i += 1
-    if in_class:
-        raise re.error("unterminated character set")
-    return "".join(out)
-
-
-def compile_js_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a JavaScript regex source for ``search`` semantics (``RegExp.test``)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return re.compile(_translate_js_regex(pattern), re.ASCII)
-
+# Regexes: policy patterns are JavaScript regexes (actors.common.compile_js_regex).
 
 _NESTED_QUANTIFIER = re.compile(r"\([^)]*[*+?{].*\)[*+?{]")
 

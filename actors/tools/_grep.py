@@ -39,15 +39,13 @@ from typing import Any
 import attrs
 import trio
 
-from actors.common import js_trim, js_trim_end
+from actors.common import JsRegexError, compile_js_regex, js_trim, js_trim_end
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv
 from ._glob import COMMON_IGNORE_PATTERNS, glob_files
 from ._paths import (
-    JsRegexError,
     NodeFsError,
-    compile_js_regex,
     error_message,
     filtering_setting,
     is_git_repository,

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from actors.common import compile_js_regex
 from actors.scheduler._policy import (
     PolicyEngine,
     Rule,
     build_args_patterns,
-    compile_js_regex,
     has_redirection,
     is_dangerous_command,
     is_known_safe_command,
