@@ -4,7 +4,7 @@ The layers (``docs/actors.md``): bus ← **leaf helpers** ← actors ← host �
 This package is the leaf layer. It holds plain functions that reproduce what Gemini CLI
 gets from Node and its npm packages, so every actor computes them the same way:
 
-- ``_js``: JavaScript semantics — ``JSON.stringify``, ``String.length`` in UTF-16 code
+- ``_js``: JavaScript semantics — ``JSON.stringify``, ``String(number)``, ``String.length`` in UTF-16 code
   units, ``String.prototype.trim``, ``Math.round``.
 - ``_procs``: process groups and process trees, read from ``/proc``.
 - ``_net``: Node's network error codes that Gemini retries.
@@ -18,7 +18,7 @@ protocol (messages, codec, numbering) and these helpers are not part of the prot
 the design card keeps the top level to ``actors/``, ``bus/``, ``tests/``, ``scenarios/``.
 """
 
-from ._js import js_json, js_round, js_trim, js_trim_end, js_trim_start, utf16_len
+from ._js import js_json, js_number, js_round, js_trim, js_trim_end, js_trim_start, utf16_len
 from ._net import RETRYABLE_NETWORK_CODES, is_network_retryable
 from ._procs import (
     ProcInfo,
@@ -43,6 +43,7 @@ __all__ = [
     "signal_group",
     "is_network_retryable",
     "js_json",
+    "js_number",
     "js_regex_to_python",
     "js_round",
     "js_trim",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from decimal import Decimal
+from typing import Any, cast
 
 JS_WHITESPACE = (
     "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
@@ -46,12 +47,55 @@ def js_round(x: float) -> int:
     return whole + 1 if x - whole >= 0.5 else whole
 
 
+def js_number(value: float) -> str:
+    """``String(value)``: a number as JavaScript writes it in text and in JSON (shortest
+    round-trip digits; plain notation from 1e-7 up to below 1e21, else ``1e-7``, ``1e+21``)."""
+    if isinstance(value, int) and -(2**53) < value < 2**53:
+        return str(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond the doubles
+        number = math.inf if value > 0 else -math.inf
+    if math.isnan(number):
+        return "NaN"
+    if math.isinf(number):
+        return "Infinity" if number > 0 else "-Infinity"
+    if number == 0:
+        return "0"
+    sign = "-" if number < 0 else ""
+    digits_tuple = Decimal(repr(abs(number))).normalize().as_tuple()
+    digits = "".join(str(d) for d in digits_tuple.digits)
+    exponent = cast(int, digits_tuple.exponent)
+    k = len(digits)
+    n = k + exponent  # value = 0.digits * 10**n
+    if k <= n <= 21:
+        text = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        text = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        text = "0." + "0" * (-n) + digits
+    else:
+        e = n - 1
+        mantissa = digits[0] + ("." + digits[1:] if k > 1 else "")
+        text = f"{mantissa}e{'+' if e >= 0 else '-'}{abs(e)}"
+    return sign + text
+
+
+class _NumberText(Exception):
+    """A float Python's ``json`` would write unlike JavaScript (``1e-07``, ``1e+18``)."""
+
+
 def _js_value(value: Any) -> Any:
     if isinstance(value, float):
         if not math.isfinite(value):
             return None  # JSON.stringify(NaN) and JSON.stringify(Infinity) are 'null'
-        # JavaScript prints integral numbers below 1e21 in full, without '.0'.
-        return int(value) if value.is_integer() and abs(value) < 1e21 else value
+        if value.is_integer() and abs(value) < 2**53:
+            return int(value)  # 1.0 is 1
+        if repr(value) != js_number(value):
+            raise _NumberText
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**53) < value < 2**53:
+        raise _NumberText  # a double in JavaScript: 2 ** 60 is written 1152921504606847000
     if isinstance(value, Mapping):
         return {str(k): _js_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -59,9 +103,43 @@ def _js_value(value: Any) -> Any:
     return value
 
 
+def _write(value: Any, indent: int | None, depth: int) -> str:
+    """The slow path of ``js_json``: every number through ``js_number``."""
+    if value is None or value is True or value is False or isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, int | float):
+        text = js_number(value)
+        return "null" if text in ("NaN", "Infinity", "-Infinity") else text
+    if isinstance(value, Mapping):
+        items = [
+            json.dumps(str(k), ensure_ascii=False)
+            + (": " if indent else ":")
+            + _write(v, indent, depth + 1)
+            for k, v in value.items()
+        ]
+        return _join("{", items, "}", indent, depth)
+    if isinstance(value, list | tuple):
+        return _join("[", [_write(v, indent, depth + 1) for v in value], "]", indent, depth)
+    return json.dumps(value)  # raises TypeError as json.dumps does
+
+
+def _join(open_: str, items: list[str], close: str, indent: int | None, depth: int) -> str:
+    if not items:
+        return open_ + close
+    if not indent:
+        return open_ + ",".join(items) + close
+    inner = "\n" + " " * (indent * (depth + 1))
+    return open_ + inner + ("," + inner).join(items) + "\n" + " " * (indent * depth) + close
+
+
 def js_json(value: Any, *, indent: int | None = None) -> str:
     """``JSON.stringify(value)`` (or ``JSON.stringify(value, null, indent)``): compact,
-    non-ASCII kept, integral numbers without ``.0``, NaN and infinities as ``null``."""
+    non-ASCII kept, numbers as ``String(number)`` writes them (``1`` for ``1.0``,
+    ``1e-7``), NaN and infinities as ``null``."""
+    try:
+        plain = _js_value(value)
+    except _NumberText:
+        return _write(value, indent, 0)
     if indent is None:
-        return json.dumps(_js_value(value), ensure_ascii=False, separators=(",", ":"))
-    return json.dumps(_js_value(value), ensure_ascii=False, indent=indent)
+        return json.dumps(plain, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(plain, ensure_ascii=False, indent=indent)

@@ -112,8 +112,10 @@ def js_regex_to_python(source: str) -> str:
                 out.append("^")
                 i += 1
             continue
-        if ch == "(" and source.startswith("(?", i) and not source.startswith(
-            ("(?:", "(?=", "(?!", "(?<"), i
+        if (
+            ch == "("
+            and source.startswith("(?", i)
+            and not source.startswith(("(?:", "(?=", "(?!", "(?<"), i)
         ):
             # Inline flags and Python's `(?P...)` are not JavaScript.
             raise re.error("unknown extension")

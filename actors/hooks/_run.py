@@ -42,7 +42,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from actors.common import group_has_live_members, js_json, signal_group
+from actors.common import group_has_live_members, js_json, js_number, signal_group
 
 from ._config import CommandHook
 
@@ -91,13 +91,6 @@ class HookResult:
 
 
 # ---------------------------------------------------------------------------- pure parts
-
-
-def js_number(value: float) -> str:
-    """A number as JavaScript prints it in a template string (``5000``, ``0.5``)."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
-        return str(int(value))
-    return repr(value) if isinstance(value, float) else str(value)
 
 
 def shell_quote(arg: str) -> str:

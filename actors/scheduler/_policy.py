@@ -33,13 +33,12 @@ import posixpath
 import re
 import tomllib
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from decimal import Decimal
 from pathlib import Path
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal
 
 import attrs
 
-from actors.common import compile_js_regex, js_round, strip_shell_wrapper
+from actors.common import compile_js_regex, js_number, js_round, strip_shell_wrapper
 
 __all__ = [
     "ADMIN_POLICY_TIER",
@@ -282,34 +281,6 @@ def _js_string(text: str) -> str:
     return '"' + _JSON_NEEDS_ESCAPE.sub(escape, text) + '"'
 
 
-def _js_number(value: float | int) -> str:
-    """A number exactly as JavaScript's ``JSON.stringify`` writes it."""
-    if isinstance(value, int) and -(2**53) < value < 2**53:
-        return str(value)
-    number = float(value)
-    if math.isnan(number) or math.isinf(number):
-        return "null"
-    if number == 0:
-        return "0"
-    sign = "-" if number < 0 else ""
-    digits_tuple = Decimal(repr(abs(number))).normalize().as_tuple()
-    digits = "".join(str(d) for d in digits_tuple.digits)
-    exponent = cast(int, digits_tuple.exponent)
-    k = len(digits)
-    n = k + exponent  # value = 0.digits * 10**n
-    if k <= n <= 21:
-        text = digits + "0" * (n - k)
-    elif 0 < n <= 21:
-        text = digits[:n] + "." + digits[n:]
-    elif -6 < n <= 0:
-        text = "0." + "0" * (-n) + digits
-    else:
-        e = n - 1
-        mantissa = digits[0] + ("." + digits[1:] if k > 1 else "")
-        text = f"{mantissa}e{'+' if e >= 0 else '-'}{abs(e)}"
-    return sign + text
-
-
 def _utf16_key(text: str) -> bytes:
     return text.encode("utf-16-be", "surrogatepass")
 
@@ -335,7 +306,7 @@ def stable_stringify(value: Any) -> str:
         if isinstance(obj, str):
             return _js_string(obj)
         if isinstance(obj, int | float):
-            return _js_number(obj)
+            return "null" if isinstance(obj, float) and not math.isfinite(obj) else js_number(obj)
         if isinstance(obj, Mapping | list | tuple):
             if id(obj) in ancestors:
                 return '"[Circular]"'

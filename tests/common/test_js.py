@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
-from actors.common import js_json, js_round, js_trim, js_trim_end, js_trim_start, utf16_len
+import pytest
+
+from actors.common import (
+    js_json,
+    js_number,
+    js_round,
+    js_trim,
+    js_trim_end,
+    js_trim_start,
+    utf16_len,
+)
 
 
 def test_js_json_matches_json_stringify() -> None:
     assert js_json({"a": 1.0, "b": [1.5, "é"], "c": None}) == '{"a":1,"b":[1.5,"é"],"c":null}'
-    assert js_json({"a": 1.0, "b": [0.5, float("nan")], "c": "é\u2028"}) == '{"a":1,"b":[0.5,null],"c":"é\u2028"}'
+    assert (
+        js_json({"a": 1.0, "b": [0.5, float("nan")], "c": "é\u2028"})
+        == '{"a":1,"b":[0.5,null],"c":"é\u2028"}'
+    )
     assert js_json({"a": {}}, indent=2) == '{\n  "a": {}\n}'
 
 
@@ -18,13 +31,18 @@ def test_js_json_writes_nan_and_infinities_as_null() -> None:
     assert js_json({"x": float("nan")}, indent=2) == '{\n  "x": null\n}'
 
 
-def test_js_json_writes_integral_numbers_below_1e21_in_full() -> None:
-    # JSON.stringify(2 ** 60) === '1152921504606846976' and JSON.stringify(-0) === '0';
-    # the hooks' copy stopped at 2 ** 53 and wrote 1.152921504606847e+18.
-    assert js_json(2.0**60) == "1152921504606846976"
+def test_js_json_writes_numbers_as_javascript_does() -> None:
+    # JSON.stringify(2 ** 60) === '1152921504606847000' (shortest digits, padded), and
+    # JSON.stringify(1e-7) === '1e-7'; the copies wrote 1.152921504606847e+18 (hooks) or
+    # 1152921504606846976 (loops, turn), and 1e-07 (all three).
+    assert js_json(2.0**60) == "1152921504606847000"
+    assert js_json(2**60) == "1152921504606847000"  # a JSON integer is a double in JS
+    assert js_json([10**400, True, 3]) == "[null,true,3]"
     assert js_json(1e20) == "100000000000000000000"
     assert js_json(-0.0) == "0"
     assert js_json(1e21) == "1e+21"
+    assert js_json({"a": [1e-7, 0.00001, "x"], "b": True}) == '{"a":[1e-7,0.00001,"x"],"b":true}'
+    assert js_json({"a": [1e-7], "b": {}}, indent=2) == '{\n  "a": [\n    1e-7\n  ],\n  "b": {}\n}'
 
 
 def test_utf16_len_counts_code_units() -> None:
@@ -46,3 +64,24 @@ def test_js_round_matches_math_round() -> None:
     assert [js_round(x) for x in (2.5, -2.5, 0.5, -0.5, 1.4, -1.6)] == [3, -2, 1, 0, 1, -2]
     # Math.round(0.49999999999999994) === 0, where floor(x + 0.5) gives 1.
     assert js_round(0.49999999999999994) == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (5000.0, "5000"),
+        (0.5, "0.5"),
+        (1e-7, "1e-7"),  # Python writes 1e-07
+        (1 / (1024 * 1024), "9.5367431640625e-7"),
+        (0.000001, "0.000001"),
+        (1.5e21, "1.5e+21"),
+        (2.0**60, "1152921504606847000"),
+        (-0.0, "0"),
+        (float("nan"), "NaN"),
+        (float("-inf"), "-Infinity"),
+        (7, "7"),
+    ],
+)
+def test_js_number_matches_string_of_a_number(value: float, text: str) -> None:
+    # The hook runner's copy wrote Python's repr for non-integers (1e-07).
+    assert js_number(value) == text
