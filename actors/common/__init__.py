@@ -8,6 +8,7 @@ gets from Node and its npm packages, so every actor computes them the same way:
   units, ``String.prototype.trim``, ``Math.round``.
 - ``_procs``: process groups and process trees, read from ``/proc``.
 - ``_net``: Node's network error codes that Gemini retries.
+- ``_truncation``: Gemini's head-and-tail rendering of a long text, UTF-16 slices.
 - ``_regex``: JavaScript regular expressions on Python's ``re``, with V8's errors.
 - ``_shell``: shell syntax — shell-quote's ``parse`` and Gemini's ``stripShellWrapper``.
 
@@ -30,6 +31,14 @@ from ._procs import (
 )
 from ._regex import JsRegexError, compile_js_regex, js_regex_to_python
 from ._shell import strip_shell_wrapper
+from ._truncation import (
+    format_count,
+    format_truncated_output,
+    split_budget,
+    truncation_text,
+    utf16_head,
+    utf16_tail,
+)
 
 __all__ = [
     "JsRegexError",
@@ -38,9 +47,12 @@ __all__ = [
     "child_process_groups",
     "compile_js_regex",
     "descendants",
+    "format_count",
+    "format_truncated_output",
     "group_has_live_members",
     "process_table",
     "signal_group",
+    "split_budget",
     "is_network_retryable",
     "js_json",
     "js_number",
@@ -50,5 +62,8 @@ __all__ = [
     "js_trim_end",
     "js_trim_start",
     "strip_shell_wrapper",
+    "truncation_text",
+    "utf16_head",
+    "utf16_tail",
     "utf16_len",
 ]

@@ -83,6 +83,7 @@ from actors.common import (
     signal_group,
     strip_shell_wrapper,
     utf16_len,
+    utf16_tail,
 )
 from bus.messages import ToolResult
 
@@ -92,7 +93,6 @@ from ._truncate import (
     TruncatingWriter,
     tool_output_path,
     truncation_threshold,
-    utf16_tail,
 )
 
 __all__ = [

@@ -33,84 +33,30 @@ from typing import IO, Any
 
 import attrs
 
-from actors.common import utf16_len
+from actors.common import (
+    split_budget,
+    truncation_text,
+    utf16_head,
+    utf16_len,
+    utf16_tail,
+)
 
 __all__ = [
     "DEFAULT_TRUNCATE_TOOL_OUTPUT_THRESHOLD",
     "TOOL_OUTPUTS_DIR",
     "TruncatedOutput",
     "TruncatingWriter",
-    "format_count",
-    "format_truncated_output",
     "sanitize_filename_part",
     "tool_output_path",
     "truncate_tool_output",
     "truncation_threshold",
-    "utf16_head",
-    "utf16_tail",
 ]
 
 DEFAULT_TRUNCATE_TOOL_OUTPUT_THRESHOLD = 40_000
 """``config.ts``: default of the ``tools.truncateToolOutputThreshold`` setting (chars)."""
 TOOL_OUTPUTS_DIR = "tool-outputs"
-HEAD_FRACTION = 0.2
-"""Share of the threshold shown from the start; the rest is shown from the end."""
 
-_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 _UNSAFE_FILENAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
-_REPLACEMENT = "\ufffd"
-
-
-# ---------------------------------------------------------------- UTF-16 arithmetic
-
-
-def utf16_head(text: str, units: int) -> str:
-    """``text.slice(0, units)`` in JavaScript (a split pair's half becomes U+FFFD)."""
-    if units <= 0:
-        return ""
-    prefix = text[:units]
-    if prefix.isascii() or _ASTRAL.search(prefix) is None:
-        return prefix
-    out: list[str] = []
-    used = 0
-    for char in text:
-        width = 2 if char > "\uffff" else 1
-        if used + width > units:
-            if used < units:  # half a surrogate pair fits
-                out.append(_REPLACEMENT)
-            break
-        out.append(char)
-        used += width
-        if used == units:
-            break
-    return "".join(out)
-
-
-def utf16_tail(text: str, units: int) -> str:
-    """``text.slice(-units)`` for ``units > 0`` (a split pair's half becomes U+FFFD)."""
-    if units <= 0:
-        return ""
-    suffix = text[-units:]
-    if suffix.isascii() or _ASTRAL.search(suffix) is None:
-        return suffix
-    out: list[str] = []
-    used = 0
-    for char in reversed(text):
-        width = 2 if char > "\uffff" else 1
-        if used + width > units:
-            if used < units:
-                out.append(_REPLACEMENT)
-            break
-        out.append(char)
-        used += width
-        if used == units:
-            break
-    return "".join(reversed(out))
-
-
-def format_count(value: int) -> str:
-    """``value.toLocaleString()`` for an integer in the en-US locale (``1,960,074``)."""
-    return f"{value:,}"
 
 
 # ---------------------------------------------------------------- settings and paths
@@ -154,43 +100,6 @@ def tool_output_path(project_temp_dir: Path, tool_name: str, call_id: str, sessi
     return directory / name
 
 
-# ---------------------------------------------------------------- formatting
-
-
-def _split(max_chars: int) -> tuple[int, int]:
-    # Same float arithmetic as ``Math.floor(maxChars * 0.2)``.
-    head = math.floor(max_chars * HEAD_FRACTION)
-    return head, max_chars - head
-
-
-def _assemble(
-    output_file: str, head: int, tail: int, omitted: int, head_text: str, tail_text: str
-) -> str:
-    return (
-        f"Output too large. Showing first {format_count(head)} and last "
-        f"{format_count(tail)} characters. For full output see: {output_file}\n"
-        + head_text
-        + f"\n\n... [{format_count(omitted)} characters omitted] ...\n\n"
-        + tail_text
-    )
-
-
-def format_truncated_output(content: str, output_file: str, max_chars: int) -> str:
-    """``formatTruncatedToolOutput``: ``content`` itself when it fits in ``max_chars``."""
-    total = utf16_len(content)
-    if total <= max_chars:
-        return content
-    head, tail = _split(max_chars)
-    return _assemble(
-        output_file,
-        head,
-        tail,
-        total - head - tail,
-        utf16_head(content, head),
-        utf16_tail(content, tail),
-    )
-
-
 @attrs.frozen(kw_only=True)
 class TruncatedOutput:
     """What the model gets for a tool's text, and where the full text went."""
@@ -219,7 +128,7 @@ class TruncatingWriter:
     def __init__(self, path: Path, threshold: int) -> None:
         self._path = path
         self._threshold = threshold
-        self._head_units, self._tail_units = _split(threshold) if threshold > 0 else (0, 0)
+        self._head_units, self._tail_units = split_budget(threshold) if threshold > 0 else (0, 0)
         self._pieces: list[str] = []
         """All pieces, until the text passes the threshold."""
         self._head = ""
@@ -291,7 +200,7 @@ class TruncatingWriter:
         tail_text = utf16_tail("".join(piece for piece, _ in self._tail), self._tail_units)
         self._tail.clear()
         output_file = str(self._path)
-        content = _assemble(
+        content = truncation_text(
             output_file,
             self._head_units,
             self._tail_units,

@@ -22,7 +22,6 @@ history starts with one, stays first.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from actors.common import js_json, js_round, utf16_len
+from actors.common import format_truncated_output, js_json, js_round, utf16_len
 from bus._json import freeze, thaw
 
 from ._logic import is_valid_content, request_contents, user_content
@@ -184,28 +183,6 @@ def function_response_text(response: Any) -> str:
             if isinstance(response.get(key), str):
                 return str(response[key])
     return js_json(response, indent=2)
-
-
-def _utf16_slice(text: str, start: int, stop: int | None = None) -> str:
-    raw = text.encode("utf-16-le", "surrogatepass")
-    end = len(raw) if stop is None else stop * 2
-    return raw[start * 2 : end].decode("utf-16-le", "replace")
-
-
-def format_truncated_output(text: str, output_file: str, max_chars: int) -> str:
-    """Gemini CLI's head (20 %) and tail of a long output, naming the full file."""
-    length = utf16_len(text)
-    if length <= max_chars:
-        return text
-    head_chars = math.floor(max_chars * 0.2)
-    tail_chars = max_chars - head_chars
-    head = _utf16_slice(text, 0, head_chars)
-    tail = _utf16_slice(text, length - tail_chars) if tail_chars > 0 else text
-    omitted = length - head_chars - tail_chars
-    return (
-        f"Output too large. Showing first {head_chars:,} and last {tail_chars:,} characters. "
-        f"For full output see: {output_file}\n{head}\n\n... [{omitted:,} characters omitted] ...\n\n{tail}"
-    )
 
 
 SaveOutput = Callable[[str, str], str]

@@ -21,6 +21,7 @@ import pytest
 import trio
 import trio.testing
 
+from actors.common import format_truncated_output
 from actors.tools._base import ToolEnv
 from actors.tools._shell import (
     INJECTION_DISPLAY,
@@ -36,7 +37,6 @@ from actors.tools._shell import (
     user_cancelled_result,
     wrap_untrusted,
 )
-from actors.tools._truncate import format_truncated_output
 from tests.conftest import SHARED
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="process groups via /proc")
