@@ -16,10 +16,10 @@ numbers are grouped like ``toLocaleString('en-US')``. A cut that would split a s
 pair keeps the unit count but shows U+FFFD instead of a lone surrogate, which no
 encoder downstream could write.
 
-Two entry points share those rules: :func:`format_truncated_output` (pure, the whole text
-in hand) and :class:`TruncatingWriter`, which receives the text piece by piece, keeps at
-most about ``threshold`` characters in memory and streams everything into the output
-file once the threshold is passed.
+Two entry points share those rules: ``actors.common.format_truncated_output`` (pure, the
+whole text in hand, also used by the turn) and :class:`TruncatingWriter`, which receives
+the text piece by piece, keeps at most about ``threshold`` characters in memory and
+streams everything into the output file once the threshold is passed.
 """
 
 from __future__ import annotations
