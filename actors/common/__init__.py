@@ -19,7 +19,16 @@ protocol (messages, codec, numbering) and these helpers are not part of the prot
 the design card keeps the top level to ``actors/``, ``bus/``, ``tests/``, ``scenarios/``.
 """
 
-from ._js import js_json, js_number, js_round, js_trim, js_trim_end, js_trim_start, utf16_len
+from ._js import (
+    JS_WHITESPACE,
+    js_json,
+    js_number,
+    js_round,
+    js_trim,
+    js_trim_end,
+    js_trim_start,
+    utf16_len,
+)
 from ._net import RETRYABLE_NETWORK_CODES, is_network_retryable
 from ._procs import (
     ProcInfo,
@@ -41,6 +50,7 @@ from ._truncation import (
 )
 
 __all__ = [
+    "JS_WHITESPACE",
     "JsRegexError",
     "RETRYABLE_NETWORK_CODES",
     "ProcInfo",

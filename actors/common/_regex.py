@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 import warnings
 
+from ._js import JS_WHITESPACE
+
 _PY_KNOWN_ESCAPES = set("dDwWsSbBnrtfv0123456789xu")
-_JS_SPACE = (
-    "\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
-)
+_JS_SPACE = re.escape(JS_WHITESPACE)
 _ASCII_CLASS = {"d": "0-9", "w": "A-Za-z0-9_"}
 _ANY_BUT_LINE_END = "[^\\n\\r\\u2028\\u2029]"
 

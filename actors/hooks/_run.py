@@ -42,7 +42,14 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from actors.common import group_has_live_members, js_json, js_number, signal_group
+from actors.common import (
+    JS_WHITESPACE,
+    group_has_live_members,
+    js_json,
+    js_number,
+    js_trim,
+    signal_group,
+)
 
 from ._config import CommandHook
 
@@ -55,12 +62,6 @@ CANCEL_GRACE_S = 0.2
 _REAP_S = 1.0
 _POLL_S = 0.002
 _READ_CHUNK = 65536
-
-JS_WHITESPACE = (
-    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
-    "\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-)
-"""What ``String.prototype.trim`` strips (Python's ``str.strip()`` differs)."""
 
 _JS_SPACE = frozenset(JS_WHITESPACE)
 _DOUBLE_QUOTED_SPECIAL = re.compile(r'(["\\$`])')
@@ -163,7 +164,7 @@ def parse_hook_output(
     ``exit_code`` None (killed by a signal) counts as 0, as Gemini's ``exitCode || 0``.
     JSON that is not an object or array (``42``, ``null``, ``true``) yields no output.
     """
-    text = stdout.strip(JS_WHITESPACE) or stderr.strip(JS_WHITESPACE)
+    text = js_trim(stdout) or js_trim(stderr)
     if not text:
         return None, None
     try:

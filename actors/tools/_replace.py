@@ -35,7 +35,7 @@ from typing import Any
 import attrs
 import trio
 
-from actors.common import js_trim, js_trim_end, js_trim_start, utf16_len
+from actors.common import JS_WHITESPACE, js_trim, js_trim_end, js_trim_start, utf16_len
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv
@@ -67,7 +67,7 @@ from ._write_file import (
 
 FUZZY_MATCH_THRESHOLD = 0.1
 WHITESPACE_PENALTY_FACTOR = 0.1
-_JS_SPACE = "[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
+_JS_SPACE = f"[{re.escape(JS_WHITESPACE)}]"
 _JS_LINES = re.compile(r"[^\n\r\u2028\u2029]*(?:\n|\Z)")
 
 # --------------------------------------------------------------------------------------

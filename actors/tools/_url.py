@@ -19,6 +19,8 @@ import urllib.parse
 
 import attrs
 
+from actors.common import JS_WHITESPACE
+
 SPECIAL_PORTS: dict[str, int | None] = {
     "http": 80,
     "https": 443,
@@ -28,8 +30,6 @@ SPECIAL_PORTS: dict[str, int | None] = {
     "file": None,
 }
 
-JS_WHITESPACE = "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-"""What a JavaScript regex ``\\s`` matches."""
 _JS_WS_RE = re.compile(f"[{re.escape(JS_WHITESPACE)}]+")
 
 _FORBIDDEN_HOST = set("\x00\t\n\r #/:<>?@[\\]^|")
