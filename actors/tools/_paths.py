@@ -368,6 +368,26 @@ def _robust_realpath(path: str) -> str:
     return node_join(real, *reversed(names)) if names else real
 
 
+def make_dirs(path: str) -> None:
+    """``fs.mkdir(path, {recursive: true})``: ``os.makedirs`` without its recursion
+    (one frame per missing component: a thousand of them raised RecursionError).
+    Raises ``OSError`` (``ENOTDIR`` when an ancestor is a file)."""
+    missing: list[str] = []
+    current = path
+    while not os.path.exists(current):
+        missing.append(current)
+        parent = posixpath.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory)
+        except FileExistsError:
+            if not os.path.isdir(directory):
+                raise
+
+
 def resolve_to_real_path(path: str) -> str:
     """Gemini's ``resolveToRealPath``: strip ``file://``, URI-decode, resolve symlinks.
 

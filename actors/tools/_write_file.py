@@ -49,6 +49,7 @@ from ._paths import (
     NodeFsError,
     error_message,
     is_subpath,
+    make_dirs,
     make_relative,
     node_error_code,
     node_extname,
@@ -478,7 +479,7 @@ def ensure_parent_dir(path: str, env: ToolEnv | None = None) -> None:
     if os.access(parent, os.F_OK):
         return
     try:
-        os.makedirs(parent, exist_ok=True)
+        make_dirs(parent)
     except FileExistsError as exc:
         raise node_fs_error(
             OSError(errno_mod.ENOTDIR, os.strerror(errno_mod.ENOTDIR)), "mkdir", parent
