@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, cast
 
 JS_WHITESPACE = (
@@ -46,6 +46,16 @@ def js_round(x: float) -> int:
     """
     whole = math.floor(x)
     return whole + 1 if x - whole >= 0.5 else whole
+
+
+def js_to_fixed(value: float, digits: int) -> str:
+    """``value.toFixed(digits)``: the exact binary value rounded, ties away from zero
+    (``(1.005).toFixed(2)`` is ``1.00``: 1.005 is stored as 1.00499…)."""
+    if not math.isfinite(value) or abs(value) >= 1e21:
+        return js_number(value)
+    if value == 0:
+        value = 0.0  # (-0).toFixed(1) is '0.0'
+    return str(Decimal(value).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
 
 
 def js_number(value: float) -> str:

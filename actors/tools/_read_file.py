@@ -19,7 +19,6 @@ needs the session's memory state and is left to the caller.
 from __future__ import annotations
 
 import base64
-import decimal
 import os
 import stat
 from collections.abc import Mapping
@@ -29,7 +28,7 @@ import attrs
 import trio
 from frozendict import frozendict
 
-from actors.common import js_trim, utf16_len
+from actors.common import js_to_fixed, js_trim, utf16_len
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv
@@ -335,11 +334,6 @@ def split_lines(content: str) -> list[str]:
     return content.replace("\r\n", "\n").split("\n") if "\r\n" in content else content.split("\n")
 
 
-def js_to_fixed_2(value: float) -> str:
-    """``value.toFixed(2)`` (ties away from zero on the exact binary value)."""
-    return str(decimal.Decimal(value).quantize(decimal.Decimal("0.01"), decimal.ROUND_HALF_UP))
-
-
 # --------------------------------------------------------------------------------------
 # processSingleFileContent
 
@@ -391,7 +385,7 @@ def process_single_file_content(
             return ProcessedFile(
                 llm_content=f"{limit}.",
                 return_display=f"{limit}.",
-                error=f"{limit}: {file_path} ({js_to_fixed_2(size_mb)}MB)",
+                error=f"{limit}: {file_path} ({js_to_fixed(size_mb, 2)}MB)",
                 error_type="file_too_large",
             )
 

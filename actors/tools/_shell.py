@@ -69,7 +69,6 @@ import subprocess
 import tempfile
 from collections import deque
 from collections.abc import Callable, Mapping
-from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +78,7 @@ import trio
 from actors.common import (
     descendants,
     group_has_live_members,
+    js_to_fixed,
     js_trim,
     signal_group,
     strip_shell_wrapper,
@@ -176,11 +176,6 @@ def strip_ansi(text: str) -> str:
 def wrap_untrusted(text: str) -> str:
     """``wrapUntrusted``: the text inside ``<untrusted_context>`` tags, closing tag escaped."""
     return _UNTRUSTED_OPEN + text.replace(_CLOSE_TAG, _ESCAPED_CLOSE_TAG) + _UNTRUSTED_CLOSE
-
-
-def _js_to_fixed_1(value: float) -> str:
-    """``value.toFixed(1)``: exact binary value, ties away from zero."""
-    return str(Decimal(value).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
 
 
 # ======================================================================================
@@ -444,7 +439,7 @@ def _llm_pieces(
 
 
 def _timeout_message(timeout_s: float) -> str:
-    minutes = _js_to_fixed_1(timeout_s * 1000 / 60000)
+    minutes = js_to_fixed(timeout_s * 1000 / 60000, 1)
     return (
         f"Command was automatically cancelled because it exceeded the timeout of {minutes} "
         "minutes without output."

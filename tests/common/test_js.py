@@ -8,6 +8,7 @@ from actors.common import (
     js_json,
     js_number,
     js_round,
+    js_to_fixed,
     js_trim,
     js_trim_end,
     js_trim_start,
@@ -85,3 +86,21 @@ def test_js_round_matches_math_round() -> None:
 def test_js_number_matches_string_of_a_number(value: float, text: str) -> None:
     # The hook runner's copy wrote Python's repr for non-integers (1e-07).
     assert js_number(value) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "digits", "text"),
+    [
+        (0.25, 1, "0.3"),  # a true tie: away from zero
+        (1.005, 2, "1.00"),  # 1.005 is stored as 1.00499...
+        (2.5, 0, "3"),
+        (-0.25, 1, "-0.3"),
+        (-0.0, 1, "0.0"),
+        (-0.04, 1, "-0.0"),
+        (0.5, 1, "0.5"),
+        (10.0, 2, "10.00"),
+        (1e21, 2, "1e+21"),
+    ],
+)
+def test_js_to_fixed_matches_number_to_fixed(value: float, digits: int, text: str) -> None:
+    assert js_to_fixed(value, digits) == text
