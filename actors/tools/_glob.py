@@ -21,7 +21,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -364,19 +364,24 @@ def compile_pattern(pattern: str, nocase: bool) -> tuple[bool, list[Segment | ob
 
 
 def _path_matches(segments: list[Segment | object], parts: list[str], nocase: bool) -> bool:
-    @functools.cache
-    def step(si: int, pi: int) -> bool:
-        if si == len(segments):
-            return pi == len(parts)
-        seg = segments[si]
-        if seg is GLOBSTAR:
-            if step(si + 1, pi):
-                return True
-            return pi < len(parts) and parts[pi] not in (".", "..") and step(si, pi + 1)
-        assert isinstance(seg, Segment)
-        return pi < len(parts) and seg.matches(parts[pi], nocase) and step(si + 1, pi + 1)
-
-    return step(0, 0)
+    # The pattern as an automaton over the path's parts (no recursion: a path may be
+    # a thousand directories deep). ``**`` matches zero or more parts, never `.`/`..`.
+    states = _closure(frozenset({0}), segments)
+    for part in parts:
+        following: set[int] = set()
+        for si in states:
+            if si == len(segments):
+                continue
+            seg = segments[si]
+            if seg is GLOBSTAR:
+                if part not in (".", ".."):
+                    following.add(si)
+            elif isinstance(seg, Segment) and seg.matches(part, nocase):
+                following.add(si + 1)
+        if not following:
+            return False
+        states = _closure(frozenset(following), segments)
+    return len(segments) in states
 
 
 class IgnoreGlobs:
@@ -479,71 +484,69 @@ def _walk(
     should_stop: Callable[[], bool] | None,
     floor: str,
 ) -> None:
-    """``floor``: where the walk started; a ``..`` met on the way never climbs above
-    it, so ``*/../../*`` cannot reach what lies outside the checked base."""
-    if should_stop is not None and should_stop():
-        return
-    states = _closure(states, segments)
-    live = [s for s in states if s < len(segments)]
-    if not live:
-        return
-    for s in live:
-        seg = segments[s]
-        if isinstance(seg, Segment) and seg.literal in (".", ".."):
-            # `.` and `..` are never read from the directory; they are walked directly.
-            target = node_join(directory, seg.literal)
-            if not is_within_root(target, floor):
-                continue
-            _walk(
-                target,
-                cwd,
-                segments,
-                frozenset({s + 1}),
-                nocase,
-                ignores,
-                seen,
-                results,
-                should_stop,
-                floor,
-            )
-    try:
-        names = readdir_sorted(directory)
-    except OSError:
-        return
-    for name in names:
-        consumed: set[int] = set()
-        via_regex: set[int] = set()
+    """Depth first, each directory's entries in ``strcmp`` order, as a loop over a stack
+    of directory visits (a tree may be a thousand directories deep)."""
+
+    def visit(directory: str, states: frozenset[int]) -> Iterator[tuple[str, frozenset[int]]]:
+        """Matches in ``directory`` go to ``results``; yields, in order, where to descend."""
+        if should_stop is not None and should_stop():
+            return
+        states = _closure(states, segments)
+        live = [s for s in states if s < len(segments)]
+        if not live:
+            return
         for s in live:
             seg = segments[s]
-            if seg is GLOBSTAR:
-                consumed.add(s)
-            elif isinstance(seg, Segment) and seg.matches(name, nocase):
-                via_regex.add(s + 1)
-        if not consumed and not via_regex:
-            continue
-        full = node_join(directory, name)
-        rel_parts = node_relative(cwd, full).split("/")
-        if ignores.ignored(rel_parts):
-            continue
+            if isinstance(seg, Segment) and seg.literal in (".", ".."):
+                # `.` and `..` are never read from the directory; they are walked
+                # directly, and never above ``floor``, where the walk started (so
+                # ``*/../../*`` cannot reach what lies outside the checked base).
+                target = node_join(directory, seg.literal)
+                if is_within_root(target, floor):
+                    yield target, frozenset({s + 1})
         try:
-            info = os.lstat(full)
+            names = readdir_sorted(directory)
         except OSError:
-            continue
-        is_dir = stat.S_ISDIR(info.st_mode)
-        matched = _closure(frozenset(consumed | via_regex), segments)
-        if not is_dir and len(segments) in matched and full not in seen:
-            seen.add(full)
-            results.append(GlobEntry(full, info.st_mtime_ns / 1e6))
-        if ignores.children_ignored(rel_parts):
-            continue
-        if is_dir:
-            nxt = frozenset(consumed | via_regex)
-        elif stat.S_ISLNK(info.st_mode) and via_regex and os.path.isdir(full):
-            # follow: false — `**` never crosses a symlink, named segments do.
-            nxt = frozenset(via_regex)
+            return
+        for name in names:
+            consumed: set[int] = set()
+            via_regex: set[int] = set()
+            for s in live:
+                seg = segments[s]
+                if seg is GLOBSTAR:
+                    consumed.add(s)
+                elif isinstance(seg, Segment) and seg.matches(name, nocase):
+                    via_regex.add(s + 1)
+            if not consumed and not via_regex:
+                continue
+            full = node_join(directory, name)
+            rel_parts = node_relative(cwd, full).split("/")
+            if ignores.ignored(rel_parts):
+                continue
+            try:
+                info = os.lstat(full)
+            except OSError:
+                continue
+            is_dir = stat.S_ISDIR(info.st_mode)
+            matched = _closure(frozenset(consumed | via_regex), segments)
+            if not is_dir and len(segments) in matched and full not in seen:
+                seen.add(full)
+                results.append(GlobEntry(full, info.st_mtime_ns / 1e6))
+            if ignores.children_ignored(rel_parts):
+                continue
+            if is_dir:
+                yield full, frozenset(consumed | via_regex)
+            elif stat.S_ISLNK(info.st_mode) and via_regex and os.path.isdir(full):
+                # follow: false — `**` never crosses a symlink, named segments do.
+                yield full, frozenset(via_regex)
+
+    stack = [visit(directory, states)]
+    while stack:
+        child = next(stack[-1], None)
+        if child is None:
+            stack.pop()
         else:
-            continue
-        _walk(full, cwd, segments, nxt, nocase, ignores, seen, results, should_stop, floor)
+            stack.append(visit(*child))
 
 
 def escape_glob(pattern: str) -> str:

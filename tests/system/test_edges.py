@@ -62,6 +62,7 @@ from tests.daemon._helpers import (
     write_responses,
 )
 from tests.system import _explore
+from tests.tools._file_env import remove_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 SID = _explore.SID
@@ -175,26 +176,6 @@ def fresh_workspace(tmp_path: Path) -> Path:
     ws = Path(tempfile.mkdtemp(dir=tmp_path, prefix="ws"))
     (ws / "notes.txt").write_text("remember the milk\n")
     return ws
-
-
-def remove_tree(root: Path) -> None:
-    """``shutil.rmtree`` without recursion: a call may have made a thousand nested
-    directories (``write_file`` of ``a/a/.../x``), which pytest's own clean-up of
-    ``tmp_path`` could not remove."""
-    stack = [os.fsencode(root)]
-    while stack:
-        top = stack[-1]
-        with os.scandir(top) as entries:
-            listed = list(entries)
-        subdirs = [e.path for e in listed if e.is_dir(follow_symlinks=False)]
-        for entry in listed:
-            if not entry.is_dir(follow_symlinks=False):
-                os.unlink(entry.path)
-        if subdirs:
-            stack.extend(subdirs)
-        else:
-            os.rmdir(top)
-            stack.pop()
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -76,3 +77,23 @@ def check_declaration(tool: Tool, properties: Mapping[str, str], required: list[
         assert schema["type"] == "object"
         assert {k: v["type"] for k, v in schema["properties"].items()} == dict(properties)
         assert schema["required"] == required
+
+
+def remove_tree(root: Path) -> None:
+    """``shutil.rmtree`` without recursion: a call may have made a thousand nested
+    directories (``write_file`` of ``a/a/.../x``), which pytest's own clean-up of
+    ``tmp_path`` could not remove."""
+    stack = [os.fsencode(root)]
+    while stack:
+        top = stack[-1]
+        with os.scandir(top) as entries:
+            listed = list(entries)
+        subdirs = [e.path for e in listed if e.is_dir(follow_symlinks=False)]
+        for entry in listed:
+            if not entry.is_dir(follow_symlinks=False):
+                os.unlink(entry.path)
+        if subdirs:
+            stack.extend(subdirs)
+        else:
+            os.rmdir(top)
+            stack.pop()

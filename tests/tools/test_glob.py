@@ -11,7 +11,7 @@ import pytest
 from actors.tools import _glob
 from actors.tools._glob import GlobTool, expand_braces, glob_files
 
-from ._file_env import call, check_declaration, make_env, outside_message
+from ._file_env import call, check_declaration, make_env, outside_message, remove_tree
 
 TOOL = GlobTool()
 DAY = 24 * 60 * 60
@@ -214,3 +214,19 @@ def test_brace_expansion_stops_at_brace_expansions_cap() -> None:
     assert len(expand_braces("{a,b}" * 30)) == _glob.EXPANSION_MAX == 100_000
     numbers = expand_braces("x{1..100000000}")
     assert (len(numbers), numbers[0], numbers[-1]) == (100_000, "x1", "x100000")
+
+
+async def test_a_tree_hundreds_of_directories_deep_is_walked(tmp_path: Path) -> None:
+    """The walk and the ignore matcher recursed once per directory: RecursionError
+    (glob_execution_error) from about 400 levels, where Gemini CLI lists the file."""
+    env = make_env(tmp_path)
+    deepest = str(env.workspace)
+    for _ in range(450):
+        deepest = os.path.join(deepest, "d")
+        os.mkdir(deepest)
+    try:
+        touch(Path(deepest) / "x.txt")
+        out = await call(TOOL, env, pattern="**/*.txt")
+        assert out.llm.endswith(f"\n{deepest}/x.txt")
+    finally:
+        remove_tree(env.workspace)
