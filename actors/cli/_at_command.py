@@ -37,7 +37,13 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from actors.common import js_trim
+from actors.common import (
+    js_trim,
+    node_extname,
+    node_join,
+    node_relative,
+    node_resolve,
+)
 
 from ..tools._base import ToolEnv
 from ..tools._glob import GlobTool, _run_glob, escape_glob, glob_files
@@ -45,10 +51,6 @@ from ..tools._paths import (
     FileDiscovery,
     NodeFsError,
     context_file_name,
-    node_extname,
-    node_join,
-    node_relative,
-    node_resolve,
     resolve_to_real_path,
     respect_flags,
     validate_path_access,

@@ -7,6 +7,7 @@ gets from Node and its npm packages, so every actor computes them the same way:
 - ``_js``: JavaScript semantics — ``JSON.stringify``, ``String(number)``, ``String.length`` in UTF-16 code
   units, ``String.prototype.trim``, ``Math.round``.
 - ``_procs``: process groups and process trees, read from ``/proc``.
+- ``_node_path``: Node's ``path`` module (POSIX) and Gemini's ``isSubpath``.
 - ``_net``: Node's network error codes that Gemini retries.
 - ``_truncation``: Gemini's head-and-tail rendering of a long text, UTF-16 slices.
 - ``_regex``: JavaScript regular expressions on Python's ``re``, with V8's errors.
@@ -31,6 +32,14 @@ from ._js import (
     utf16_len,
 )
 from ._net import RETRYABLE_NETWORK_CODES, is_network_retryable
+from ._node_path import (
+    is_subpath,
+    is_within_root,
+    node_extname,
+    node_join,
+    node_relative,
+    node_resolve,
+)
 from ._procs import (
     ProcInfo,
     child_process_groups,
@@ -65,6 +74,8 @@ __all__ = [
     "signal_group",
     "split_budget",
     "is_network_retryable",
+    "is_subpath",
+    "is_within_root",
     "js_json",
     "js_number",
     "js_regex_to_python",
@@ -73,6 +84,10 @@ __all__ = [
     "js_trim",
     "js_trim_end",
     "js_trim_start",
+    "node_extname",
+    "node_join",
+    "node_relative",
+    "node_resolve",
     "strip_shell_wrapper",
     "truncation_text",
     "utf16_head",

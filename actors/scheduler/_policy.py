@@ -38,7 +38,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from actors.common import compile_js_regex, js_number, js_round, strip_shell_wrapper
+from actors.common import compile_js_regex, is_subpath, js_number, js_round, strip_shell_wrapper
 
 __all__ = [
     "ADMIN_POLICY_TIER",
@@ -1581,11 +1581,6 @@ def _is_always_allow(rule: Rule) -> bool:
     return js_round((rule.priority % 1) * 1000) == _ALWAYS_ALLOW_FRACTION
 
 
-def _is_subpath(parent: str, child: str) -> bool:
-    rel = os.path.relpath(os.path.abspath(child), os.path.abspath(parent))
-    return not (rel == ".." or rel.startswith("../") or os.path.isabs(rel))
-
-
 # ---------------------------------------------------------------------------------------
 # TOML policy files
 
@@ -2479,7 +2474,7 @@ class PolicyEngine:
             if not isinstance(path, str):
                 continue
             absolute = path if os.path.isabs(path) else os.path.join(workspace, path)
-            if not _is_subpath(workspace, absolute) and workspace != path:
+            if not is_subpath(workspace, absolute) and workspace != path:
                 return True
         return False
 

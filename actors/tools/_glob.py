@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 import trio
 
+from actors.common import is_within_root, node_join, node_relative, node_resolve
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv
@@ -34,12 +35,8 @@ from ._paths import (
     FileDiscovery,
     NodeFsError,
     error_message,
-    is_within_root,
     locale_sort_key,
     make_relative,
-    node_join,
-    node_relative,
-    node_resolve,
     readdir_sorted,
     resolve_to_real_path,
     respect_flags,

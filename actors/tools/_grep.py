@@ -39,7 +39,14 @@ from typing import Any
 import attrs
 import trio
 
-from actors.common import JsRegexError, compile_js_regex, js_trim, js_trim_end
+from actors.common import (
+    JsRegexError,
+    compile_js_regex,
+    js_trim,
+    js_trim_end,
+    node_relative,
+    node_resolve,
+)
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv
@@ -51,8 +58,6 @@ from ._paths import (
     is_git_repository,
     make_relative,
     node_fs_error,
-    node_relative,
-    node_resolve,
     resolve_to_real_path,
     shorten_path,
     validate_path_access,

@@ -24,6 +24,7 @@ from typing import Any
 
 import trio
 
+from actors.common import node_join, node_relative, node_resolve
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv
@@ -33,9 +34,6 @@ from ._paths import (
     locale_sort_key,
     make_relative,
     node_fs_error,
-    node_join,
-    node_relative,
-    node_resolve,
     readdir_sorted,
     respect_flags,
     shorten_path,

@@ -28,7 +28,14 @@ import attrs
 import trio
 from frozendict import frozendict
 
-from actors.common import js_to_fixed, js_trim, utf16_len
+from actors.common import (
+    js_to_fixed,
+    js_trim,
+    node_extname,
+    node_relative,
+    node_resolve,
+    utf16_len,
+)
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv
@@ -37,10 +44,7 @@ from ._paths import (
     NodeFsError,
     js_prefix,
     make_relative,
-    node_extname,
     node_fs_error,
-    node_relative,
-    node_resolve,
     resolve_defensive_tool_path,
     resolve_to_real_path,
     respect_flags,

@@ -35,7 +35,15 @@ from typing import Any
 import attrs
 import trio
 
-from actors.common import JS_WHITESPACE, js_trim, js_trim_end, js_trim_start, utf16_len
+from actors.common import (
+    JS_WHITESPACE,
+    js_trim,
+    js_trim_end,
+    js_trim_start,
+    node_join,
+    node_resolve,
+    utf16_len,
+)
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv
@@ -44,8 +52,6 @@ from ._paths import (
     NodeFsError,
     js_prefix,
     make_relative,
-    node_join,
-    node_resolve,
     readdir_sorted,
     resolve_defensive_tool_path,
     resolve_to_real_path,

@@ -80,6 +80,7 @@ from actors.common import (
     group_has_live_members,
     js_to_fixed,
     js_trim,
+    node_resolve,
     signal_group,
     strip_shell_wrapper,
     utf16_len,
@@ -88,7 +89,7 @@ from actors.common import (
 from bus.messages import ToolResult
 
 from ._base import OutputSink, Tool, ToolEnv
-from ._paths import NodeFsError, node_resolve, validate_path_access
+from ._paths import NodeFsError, validate_path_access
 from ._truncate import (
     TruncatingWriter,
     tool_output_path,

@@ -41,21 +41,24 @@ from typing import Any
 import attrs
 import trio
 
-from actors.common import js_trim, utf16_len
+from actors.common import (
+    is_subpath,
+    js_trim,
+    node_extname,
+    node_join,
+    node_resolve,
+    utf16_len,
+)
 from bus.messages import ToolResult
 
 from ._base import FileAccessError, OutputSink, ToolEnv
 from ._paths import (
     NodeFsError,
     error_message,
-    is_subpath,
     make_dirs,
     make_relative,
     node_error_code,
-    node_extname,
     node_fs_error,
-    node_join,
-    node_resolve,
     resolve_to_real_path,
     resolve_tool_path,
     shorten_path,

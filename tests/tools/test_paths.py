@@ -15,9 +15,6 @@ from actors.tools._paths import (
     js_prefix,
     locale_sort_key,
     make_relative,
-    node_extname,
-    node_join,
-    node_relative,
     resolve_defensive_tool_path,
     resolve_to_real_path,
     shorten_path,
@@ -28,20 +25,9 @@ from actors.tools._paths import (
 from ._file_env import make_env, outside_message
 
 
-def test_node_path_functions() -> None:
-    assert node_join("/a", "../b", "c/") == "/b/c/"
-    assert node_join("/a", "/b") == "/a/b"
-    assert node_relative("/a/b", "/a/b") == ""
-    assert node_relative("/a/b", "/a/c/d") == "../c/d"
+def test_make_relative() -> None:
     assert make_relative("/ws", "/ws") == "."
     assert make_relative("rel/x", "/ws") == "rel/x"
-    assert [node_extname(p) for p in ("a.b.c", ".bashrc", "a.", "noext", "x/.a.ts")] == [
-        ".c",
-        "",
-        ".",
-        "",
-        ".ts",
-    ]
 
 
 def test_shorten_path() -> None:
