@@ -455,8 +455,8 @@ def test_odd_file_names_and_bytes_are_listed_searched_and_read(
     for name, content in files.items():
         parent = os.path.join(root, dirs[0]) if dirs and len(written) % 2 else root
         path = os.path.join(parent, name)
-        if os.path.isdir(path):
-            continue
+        if os.path.isdir(path):  # a directory of that name: the file goes inside it
+            path = os.path.join(path, name)
         with open(path, "wb") as handle:
             handle.write(content)
         written.append(path)
