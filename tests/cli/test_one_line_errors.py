@@ -49,7 +49,7 @@ def assert_one_line(done: subprocess.CompletedProcess[str], code: int, start: st
 
 def test_chat_without_credentials_says_so_in_one_line(home: Path) -> None:
     done = run(home, "chat", stdin="hi\n")
-    assert_one_line(done, 1, "agentbus chat: Please set an Auth method")
+    assert_one_line(done, 41, "agentbus chat: Please set an Auth method")  # FatalAuthenticationError, as headless
 
 
 def test_chat_with_an_unusable_data_dir_names_the_cause(home: Path) -> None:
