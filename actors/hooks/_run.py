@@ -50,6 +50,7 @@ from actors.common import (
     js_trim,
     signal_group,
 )
+from bus._json import freeze
 
 from ._config import CommandHook
 
@@ -171,7 +172,8 @@ def parse_hook_output(
         parsed = _json_parse(text)
         if isinstance(parsed, str):
             parsed = _json_parse(parsed)
-    except ValueError:
+        freeze(parsed)  # JSON no message can carry (nested past 128 levels) is text
+    except (ValueError, RecursionError):
         return convert_plain_text(text, exit_code or EXIT_SUCCESS), "text"
     if isinstance(parsed, dict | list):
         return parsed, "json"

@@ -82,6 +82,9 @@ def test_parse_rules_without_processes() -> None:
     assert parse_hook_output("", "oops", 1) == ({"decision": "allow", "systemMessage": "Warning: oops"}, "text")
     assert parse_hook_output("x", "", None) == ({"decision": "allow", "systemMessage": "x"}, "text")  # signal: exitCode || 0
     assert parse_hook_output("Infinity", "", 0)[1] == "text"
+    # Nesting no message can carry (issue 17): text, not a hook runner that dies.
+    for depth in (200, 100_000):
+        assert parse_hook_output("[" * depth + "]" * depth, "", 0)[1] == "text"
 
 
 async def test_missing_executable_denies_as_gemini_does(tmp_path: Path) -> None:
