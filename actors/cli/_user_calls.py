@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any
 
-from bus._json import thaw
+from bus._json import MAX_DEPTH, JsonValueError, freeze, thaw
 from bus.messages import CompletedCall
 
 SHELL_TOOL = "run_shell_command"
@@ -47,9 +47,16 @@ def parse_tool_call(text: str) -> tuple[str, dict[str, Any]]:
         args = json.loads(raw) if raw.strip() else {}
     except json.JSONDecodeError as exc:
         raise ValueError(f"the arguments are not JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError(f"the arguments cannot be used: JSON nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError:  # json.loads' one other refusal: Python's limit on integer digits
+        raise ValueError("the arguments cannot be used: an integer of more than 4300 digits") from None
     if not isinstance(args, dict):
         raise ValueError("the arguments must be a JSON object")
-    return words[0], args
+    try:
+        return words[0], thaw(freeze(args))  # as a message will carry them
+    except JsonValueError as exc:
+        raise ValueError(f"the arguments cannot be used: {exc}") from None
 
 
 def is_bad_input(call: CompletedCall) -> bool:
