@@ -367,7 +367,7 @@ def parse_llm_answer(text: str) -> LlmAnswer | None:
         body = body[4:] if body.startswith("json") else body
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser
         return None
     if not isinstance(data, dict):
         return None

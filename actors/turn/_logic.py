@@ -262,7 +262,7 @@ def parse_classifier_choice(text: str) -> str | None:
     0-100 complexity score (50 and above: ``pro``)."""
     try:
         data = json.loads(text.strip())
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser
         return None
     if isinstance(data, dict) and data.get("model_choice") in ("flash", "pro"):
         return str(data["model_choice"])

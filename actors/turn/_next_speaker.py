@@ -77,7 +77,7 @@ def parse_answer(text: str) -> str | None:
         body = body[4:] if body.startswith("json") else body
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser
         return None
     if isinstance(data, dict) and data.get("next_speaker") in ("user", "model"):
         return str(data["next_speaker"])

@@ -37,8 +37,11 @@ from actors import runtime
 from actors.cli import _tool
 from actors.cli._context import session_context
 from actors.gateway import BackendError, GatewayActor
+from actors.loops._logic import parse_llm_answer
 from actors.recorder import load_recording
 from actors.tools import ToolEnv, builtin_tools
+from actors.turn._logic import parse_classifier_choice
+from actors.turn._next_speaker import parse_answer as parse_next_speaker
 from bus import Bus, Envelope
 from bus._json import well_formed
 from bus.messages import (
@@ -581,3 +584,15 @@ async def test_a_daemon_session_in_a_workspace_with_a_non_utf8_file_name(home: P
     recorded = load_recording(home / "data" / "sessions" / f"{ready.session_id}.jsonl").envelopes
     [request] = [e.message for e in recorded if isinstance(e.message, GenerateRequest)]
     assert "bad\ufffdname.txt" in request.contents[0]["parts"][0]["text"]
+
+
+@pytest.mark.parametrize(
+    "parse",
+    [parse_llm_answer, parse_next_speaker, parse_classifier_choice],
+    ids=["loop check", "next speaker", "model router"],
+)
+@pytest.mark.parametrize("text", ["[" * 100_000, "{" + '"a":[' * 50_000, "```json\n" + "[" * 100_000 + "\n```"])
+def test_a_model_answer_nested_past_the_parser_is_no_answer(parse: Any, text: str) -> None:
+    """The utility checks parse the model's text as JSON; nesting deeper than Python's
+    parser goes raised RecursionError in the loop detector's or the turn's actor."""
+    assert parse(text) is None
