@@ -71,7 +71,7 @@ def parse_google_error(value: Any) -> GoogleError | None:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser
             return None
     if isinstance(value, list) and value:
         value = value[0]
@@ -87,7 +87,7 @@ def parse_google_error(value: Any) -> GoogleError | None:
             break
         try:
             nested = json.loads(message.replace("\u00a0", "").replace("\n", " "))
-        except ValueError:
+        except (ValueError, RecursionError):
             break
         if not isinstance(nested, Mapping) or not isinstance(nested.get("error"), Mapping):
             break
@@ -116,7 +116,7 @@ def sdk_message(status: int, body_text: str, *, content_type: str = "", reason_p
     if "application/json" in content_type.lower():
         try:
             return js_stringify(json.loads(body_text))
-        except ValueError:
+        except (ValueError, RecursionError):
             pass  # the JS SDK would fail differently; keep the body's text
     return js_stringify({"error": {"message": body_text, "code": status, "status": reason_phrase}})
 
@@ -163,7 +163,7 @@ def http_error(
     """An HTTP error response as Gemini CLI would see and classify it."""
     try:
         body: Any = json.loads(body_text)
-    except ValueError:
+    except (ValueError, RecursionError):
         body = body_text
     google = parse_google_error(body)
     raw = BackendError(

@@ -37,6 +37,7 @@ from actors import runtime
 from actors.cli import _tool
 from actors.cli._context import session_context
 from actors.gateway import BackendError, GatewayActor
+from actors.gateway._errors import http_error, parse_google_error
 from actors.loops._logic import parse_llm_answer
 from actors.recorder import load_recording
 from actors.tools import ToolEnv, builtin_tools
@@ -596,3 +597,12 @@ def test_a_model_answer_nested_past_the_parser_is_no_answer(parse: Any, text: st
     """The utility checks parse the model's text as JSON; nesting deeper than Python's
     parser goes raised RecursionError in the loop detector's or the turn's actor."""
     assert parse(text) is None
+
+
+def test_an_http_error_body_nested_past_the_parser_is_kept_as_text() -> None:
+    """An error response's JSON body nested deeper than Python's parser raised
+    RecursionError while the gateway classified the error."""
+    deep = "[" * 100_000
+    error = http_error(500, deep, content_type="application/json")
+    assert error.http_status == 500 and deep[:20] in error.message
+    assert parse_google_error(deep) is None
