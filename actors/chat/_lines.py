@@ -26,6 +26,8 @@ from typing import Any, Protocol
 
 import trio
 
+from bus._json import well_formed
+
 Completer = Callable[[str, int, int], list[str]]
 """``(line, begidx, endidx) -> candidates`` (see ``_complete.complete``)."""
 
@@ -103,7 +105,9 @@ class ReadlineLines:
 
 def _read_one() -> str | None:
     try:
-        return input("")
+        # Bytes typed that are not UTF-8 come as lone surrogates (surrogateescape):
+        # made encodable here, as a pipe's are (U+FFFD), before they become a message.
+        return well_formed(input(""))
     except EOFError:
         return None
 

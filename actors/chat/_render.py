@@ -91,6 +91,8 @@ class _Call:
     started: float | None = None
     streamed: bool = False
     user: bool = False
+    detail_shown: str = ""
+    """The first line of its error as its status line showed it."""
 
 
 @attrs.define
@@ -314,7 +316,8 @@ class Renderer:
         took = f" ({_ms(now - call.started)})" if call.started is not None else ""
         detail = ""
         if msg.status != "success" and msg.detail:
-            detail = ": " + msg.detail.strip().splitlines()[0][:200]
+            call.detail_shown = msg.detail.strip().splitlines()[0][:200]
+            detail = ": " + call.detail_shown
         line = self.style(f"{symbol} {self.describe(call)} {msg.status}{took}", colour) + detail
         if self.colour and self.line_owner == call.call_id:
             self.mid_line, self.line_owner = False, None
@@ -350,6 +353,10 @@ class Renderer:
         out = ""
         if known is None or not known.streamed:
             text = shown_text(call)
+            if known is not None and known.detail_shown:
+                first, _, rest = text.strip().partition("\n")
+                if first == known.detail_shown:  # its status line showed it
+                    text = rest
             if text:
                 colour = "red" if call.status == "error" else ""
                 out += self._break() + "".join(

@@ -155,8 +155,15 @@ class DaemonClient:
         return reply
 
     async def send(self, msg: Message) -> None:
-        """Send one frame without waiting for a reply."""
-        data = (encode(msg) + "\n").encode("utf-8")
+        """Send one frame without waiting for a reply; raises ``DaemonError`` (``invalid``)
+        for a message whose text cannot be encoded (a lone surrogate: the caller makes
+        what it got from outside encodable, ``bus._json.well_formed``)."""
+        try:
+            data = (encode(msg) + "\n").encode("utf-8")
+        except UnicodeEncodeError:
+            raise DaemonError(
+                "invalid", f"{type(msg).__name__} not sent: its text is not valid Unicode (a lone surrogate)"
+            ) from None
         async with self._send_lock:
             try:
                 await self._stream.send_all(data)
