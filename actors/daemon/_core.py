@@ -46,6 +46,7 @@ from bus.messages import (
     SessionClosed,
     SessionSummary,
     SubmitPrompt,
+    ToolCallUpdated,
     TurnEnded,
     TurnStarted,
     new_id,
@@ -631,6 +632,16 @@ class DaemonCore:
                         live.busy = True
                     case TurnEnded():
                         live.busy = False
+                        # No question outlives its turn: a cancel settles the calls
+                        # that waited without an ApprovalSettled (subagents' too).
+                        live.pending.clear()
+                        live.asked.clear()
+                        live.answer_routes.clear()
+                    case ToolCallUpdated(status="success" | "error" | "cancelled"):
+                        for cid in [c for c, call_id in live.pending.items() if call_id == msg.call_id]:
+                            live.pending.pop(cid, None)
+                            live.asked.pop(cid, None)
+                            live.answer_routes.pop(cid, None)
                     case ApprovalRequested():
                         live.pending[msg.correlation_id] = msg.call_id
                         live.asked[msg.correlation_id] = env

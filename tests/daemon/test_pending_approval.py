@@ -74,6 +74,22 @@ async def test_a_client_catching_up_from_the_start_is_asked_once(home: Path) -> 
                 assert seqs == sorted(set(seqs))  # in order, no duplicate
 
 
+async def test_a_question_whose_turn_was_cancelled_is_asked_of_nobody_later(home: Path) -> None:
+    """Cancelling the turn closes the question for every client: a later subscriber is
+    not asked it (it used to be, for good: the cancel settles no approval)."""
+    with trio.fail_after(30):
+        async with running_daemon(home):
+            sid, _cid = await asked_then_gone(home)
+            async with client_of(home, "canceller") as canceller:
+                await canceller.subscribe(sid)
+                await canceller.cancel(sid)
+                ended = await events_until(canceller)
+                assert isinstance(ended[-1].message, TurnEnded) and ended[-1].message.stop_reason == "cancelled"
+            async with client_of(home, "later") as later:
+                subscribed = await later.subscribe(sid, from_seq=1)
+                assert subscribed.pending_approvals == ()
+
+
 def test_chat_resume_shows_the_pending_question_and_y_answers_it(home: Path) -> None:
     fake = write_responses(home / "chat.responses", call_response("write_file", WRITE), text_response("Written."))
     env = {**env_for(home), "TERM": "xterm-256color"}
