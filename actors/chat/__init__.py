@@ -8,7 +8,9 @@ approvals inline (once / always / no), runs ``!command`` and ``/tool NAME {json}
 the user's own calls (``!!command``, ``/tool! …``: and adds their result to the
 conversation). Tab completes commands, tool names and paths on a terminal. Colour on a
 terminal (``NO_COLOR`` turns it off), plain text when piped. See ``_app.HELP`` for the
-commands.
+commands, ``EXIT_CODES`` for how it ends: headless's codes for the same causes. What
+it can check itself (the settings files; a new session's credentials, which are this
+process's) it checks before it connects, so a refused chat starts no daemon.
 """
 
 from __future__ import annotations
@@ -21,14 +23,26 @@ from pathlib import Path
 
 import trio
 
+from ..cli import _settings
+from ..cli._errors import DAEMON_EXIT_CODES, FatalError
+from ..cli._headless import check_auth
 from ..daemon import DaemonPaths, default_paths
 from ..daemon.client import DaemonError, TcpAddress, open_client, tcp_address
+from ..gateway import auth_environment
 from ._app import HELP, ChatApp, ChatOptions, tool_names, use_colour
 from ._complete import complete
 from ._lines import open_lines, readline_usable
 from ._render import Renderer
 
 MODES = ("default", "auto_edit", "yolo", "plan")
+
+EXIT_CODES = """Exit codes (those of a headless run for the same causes):
+  0   /quit, or the end of piped input
+  1   any other failure (the daemon cannot be reached, the connection closed)
+  41  no usable credentials (Please set an Auth method…)
+  42  --resume names no session of this workspace
+  52  a settings file is broken
+  130 Ctrl-C twice"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,7 +52,8 @@ def _parser() -> argparse.ArgumentParser:
         epilog=HELP
         + "\nSessions run in the daemon: their recordings go to its data directory (agentbus daemon"
         " --data-dir,\nelse $AGENTBUS_DATA_DIR ...), their policies come from settings and"
-        " ~/.gemini/policies/.",
+        " ~/.gemini/policies/.\n\n"
+        + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("-r", "--resume", metavar="ID", help="resume a session: its id, its number in /sessions, or latest")
@@ -79,15 +94,30 @@ def main(argv: Sequence[str]) -> int:
         interactive=sys.stdin.isatty(),
     )
     try:
+        if not args.connect:  # (a daemon elsewhere reads its own files)
+            _check_locally(opts)
         where = tcp_address(args.connect, args.token_file) if args.connect else default_paths()
         if args.token_file and not args.connect:
             raise DaemonError("invalid", "--token-file goes with --connect")
         return trio.run(_run, opts, where)
+    except FatalError as exc:
+        sys.stderr.write(f"agentbus chat: {exc.message}\n")
+        return exc.exit_code
     except DaemonError as exc:
         sys.stderr.write(f"agentbus chat: {exc.message}\n")
-        return 1
+        return DAEMON_EXIT_CODES.get(exc.code, 1)
     except KeyboardInterrupt:
         return 130
+
+
+def _check_locally(opts: ChatOptions) -> None:
+    """What the daemon would refuse, checked before one is started: the settings files
+    (``FatalConfigError``) and a new session's credentials, which are this process's
+    (``FatalAuthenticationError``). A resumed session may be running with credentials of
+    its own: the daemon decides."""
+    settings = _settings.load_settings(opts.workspace)
+    if not opts.resume:
+        check_auth(settings, auth_environment(os.environ), fake_model=bool(opts.fake_responses))
 
 
 async def _run(opts: ChatOptions, where: DaemonPaths | TcpAddress) -> int:

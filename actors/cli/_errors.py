@@ -111,10 +111,16 @@ def exit_status(exc: BaseException, prog: str, stderr: TextIO) -> int | None:
         return 1
     if isinstance(cause, DaemonError | OSError):
         stderr.write(f"{prog}: {error_text(cause)}\n")
-        if isinstance(cause, DaemonError) and cause.code == "auth_required":
-            return FatalAuthenticationError.exit_code  # as a headless run without credentials
-        return 1
+        return DAEMON_EXIT_CODES.get(cause.code, 1) if isinstance(cause, DaemonError) else 1
     return None
+
+
+DAEMON_EXIT_CODES = {
+    "auth_required": FatalAuthenticationError.exit_code,  # as a headless run without credentials
+    "unknown_session": FatalInputError.exit_code,  # as headless's --resume of no such session
+}
+"""A daemon refusal that ends a client: the exit code a headless run has for the same
+cause (any other: 1)."""
 
 
 def _stdout_reader_gone() -> bool:
