@@ -699,16 +699,23 @@ class IgnoreRules:
             unignored = negative
         return ignored, unignored
 
-    def _t(self, path: str, slices: list[str]) -> tuple[bool, bool]:
+    def _t(self, path: str, parts: list[str]) -> tuple[bool, bool]:
+        """npm ``ignore``'s ``_t``: a path is what its nearest ignored ancestor directory
+        says, else its own test; each ancestor once, from the root down, in a loop (a
+        path of a thousand components overflowed the recursive original)."""
         cached = self._cache.get(path)
         if cached is not None:
             return cached
-        slices.pop()
-        if not slices:
-            result = self._test(path)
-        else:
-            parent = self._t("/".join(slices) + "/", slices)
-            result = parent if parent[0] else self._test(path)
+        parent: tuple[bool, bool] | None = None
+        prefix = ""
+        for part in parts[:-1]:
+            prefix += part + "/"
+            known = self._cache.get(prefix)
+            if known is None:
+                known = parent if parent is not None and parent[0] else self._test(prefix)
+                self._cache[prefix] = known
+            parent = known
+        result = parent if parent is not None and parent[0] else self._test(path)
         self._cache[path] = result
         return result
 
@@ -820,10 +827,17 @@ class GitIgnoreParser:
             for part in parts[:-1]:
                 current = node_join(current, part)
                 dirs.append(current)
+            # One probe (and its cache of ancestors' answers) while the rules stay the
+            # same: a directory without a .gitignore adds none. A new probe for each
+            # ancestor made a path of n components cost n^2 rule tests.
+            probe: IgnoreRules | None = None
+            probe_rules = -1
             for directory in dirs:
                 if node_relative(self._root, directory):
                     parent_rel = normalized_relative_path(self._root, directory, True)
-                    probe = IgnoreRules().add(ig).add(self._extra)
+                    if probe is None or probe_rules != len(ig._rules):
+                        probe = IgnoreRules().add(ig).add(self._extra)
+                        probe_rules = len(ig._rules)
                     if parent_rel and probe.ignores(parent_rel):
                         break
                 patterns = self._cache.get(directory)

@@ -138,6 +138,19 @@ def test_nested_gitignore(tmp_path: Path) -> None:
     assert not parser.is_ignored(str(tmp_path), True)
 
 
+def test_gitignore_answers_for_a_path_of_a_thousand_components(tmp_path: Path) -> None:
+    """npm ignore's ancestor walk was recursive (RecursionError, the call failed with
+    Python's own message); an ignored ancestor still decides for what lies below."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".gitignore").write_text("*.log\nbuild/\n")
+    parser = GitIgnoreParser(str(tmp_path))
+    deep = "a/" * 1000
+    assert not parser.is_ignored(deep + "x.txt", False)
+    assert parser.is_ignored(deep + "x.log", False)
+    assert parser.is_ignored("build/" + deep + "x.txt", False)
+    assert parser.is_ignored(deep + "build/x.txt", False)
+
+
 def test_locale_order() -> None:
     # Node's `localeCompare` order for these names.
     names = ["b", "B", "a10", "a2", "_x", "-x", ".gemini", "a", "A", "ä", "a-b", "ab", "a_b"]
