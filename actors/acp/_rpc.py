@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any, NamedTuple, TypeGuard
 
 PARSE_ERROR = -32700
@@ -87,20 +88,43 @@ class Invalid(NamedTuple):
 Frame = Request | Notification | Response | Invalid
 
 
+MAX_INT_DIGITS = sys.get_int_max_str_digits()
+"""Python's limit on converting a decimal string to an integer (0: none)."""
+
+
+class _HugeInt:
+    """Stands for an integer of more digits than :data:`MAX_INT_DIGITS` while a line is
+    parsed; the line is then answered as invalid."""
+
+
 def _valid_id(value: Any) -> TypeGuard[RequestId]:
     return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
 
 
 def parse_frame(line: bytes | str) -> Frame:
     """One line of the stream as a frame; never raises."""
+    huge: list[int] = []
+
+    def parse_int(digits: str) -> int | _HugeInt:
+        # Python converts at most 4,300 digits; the line is still JSON, so its id can
+        # be read and the request answered as such.
+        if MAX_INT_DIGITS and len(digits.lstrip("-")) > MAX_INT_DIGITS:
+            huge.append(len(digits.lstrip("-")))
+            return _HugeInt()
+        return int(digits)
+
     try:
         # Strict UTF-8 first: ``json.loads`` of bytes lets encoded surrogates through.
         text = line.decode("utf-8") if isinstance(line, bytes) else line
-        data = json.loads(text)
+        data = json.loads(text, parse_int=parse_int)
     except (ValueError, RecursionError) as exc:
-        # ValueError: not JSON, not UTF-8, an integer too long to convert (4,300 digits).
+        # ValueError: not JSON, not UTF-8.
         why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         return Invalid(None, RpcError(PARSE_ERROR, "Parse error", {"details": why}))
+    if huge:
+        rid = data.get("id") if isinstance(data, dict) else None
+        why = f"an integer of {huge[0]:,} digits (at most {MAX_INT_DIGITS:,} are read)"
+        return Invalid(rid if _valid_id(rid) else None, RpcError(INVALID_PARAMS, "Invalid params", {"details": why}))
     if _SURROGATE_ESCAPE.search(text) is not None and not _encodable(data):
         rid = data.get("id") if isinstance(data, dict) else None
         return Invalid(

@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from actors.acp._rpc import INVALID_REQUEST, PARSE_ERROR, Invalid, Request, parse_frame
+from actors.acp._rpc import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    Invalid,
+    Request,
+    parse_frame,
+)
 
 from ._client import fake_responses, text_chunks
 from .test_stdio import _read_until, _send, _spawn
@@ -29,7 +36,9 @@ HOSTILE: dict[str, tuple[bytes, int, int | None]] = {
     # name: (line, error code, the id the answer carries)
     "deep array": (b"[" * 100_000, PARSE_ERROR, None),
     "deep params": (raw_request(7, b'{"cwd":' + b"[" * 50_000 + b"]" * 50_000 + b"}"), PARSE_ERROR, None),
-    "huge integer": (raw_request(7, b'{"cwd":' + b"9" * 5000 + b"}"), PARSE_ERROR, None),
+    # Still JSON: the request is answered as itself (its id), not as a parse error.
+    "huge integer": (raw_request(7, b'{"cwd":' + b"9" * 5000 + b"}"), INVALID_PARAMS, 7),
+    "huge negative integer id": (b'{"jsonrpc":"2.0","id":-' + b"9" * 5000 + b',"method":"session/list"}', INVALID_PARAMS, None),
     "lone surrogate": (raw_request(8, b'{"cwd":"\\ud800"}'), INVALID_REQUEST, 8),
     "lone surrogate id": (b'{"jsonrpc":"2.0","id":"\\udfff","method":"session/list"}', INVALID_REQUEST, None),
     "encoded surrogate bytes": (raw_request(9, b'{"cwd":"\xed\xa0\x80"}'), PARSE_ERROR, None),
@@ -44,6 +53,12 @@ def test_a_hostile_line_parses_to_its_error(name: str) -> None:
     frame = parse_frame(line)
     assert isinstance(frame, Invalid)
     assert (frame.error.code, frame.id) == (code, rid)
+
+
+def test_a_huge_integer_is_said_in_a_users_words() -> None:
+    frame = parse_frame(raw_request(7, b'{"cwd":' + b"9" * 5000 + b"}"))
+    assert isinstance(frame, Invalid)
+    assert frame.error.data == {"details": "an integer of 5,000 digits (at most 4,300 are read)"}
 
 
 def test_surrogate_pairs_are_text() -> None:

@@ -17,7 +17,6 @@ from pathlib import Path
 import attrs
 import trio
 
-from actors.daemon._protocol import MAX_FRAME
 from bus.codec import decode, encode
 from bus.messages import (
     PROTOCOL_VERSION,
@@ -133,8 +132,13 @@ def daemon_frame(rng: random.Random, session_id: str) -> bytes:
     return rng.choice([surrogate_bytes(rng), not_utf8(rng), lone_surrogate(rng)])
 
 
+TEST_MAX_FRAME = 1 << 16
+"""The frame limit of the fuzzed daemon (``running_daemon(..., max_frame=TEST_MAX_FRAME)``):
+the real one (64 MiB) would make every oversized frame cost a second."""
+
+
 def oversized() -> bytes:
-    return b"x" * (MAX_FRAME + 1)
+    return b"x" * (TEST_MAX_FRAME + 1)
 
 
 def acp_line(rng: random.Random, rid: str) -> tuple[bytes, bool]:
@@ -147,7 +151,7 @@ def acp_line(rng: random.Random, rid: str) -> tuple[bytes, bool]:
         return deep(rng), False
     if kind == 1:  # a value nothing may hold, as the session id
         name, bad = bad_value(rng)
-        return text.replace(b'"nope"', bad), name in ("lone surrogate", "NaN")
+        return text.replace(b'"nope"', bad), name in ("lone surrogate", "NaN", "huge integer")
     if kind == 2:
         return truncated(text, rng), False
     if kind == 3:  # no such method
