@@ -260,6 +260,19 @@ def _json_inner(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)[1:-1]
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _utf8(text: str) -> bytes:
+    """A line as UTF-8; a lone surrogate (a file name or workspace path that is not
+    UTF-8, held with ``surrogateescape``) can only stand inside a JSON string, so it is
+    written as its ``\\uXXXX`` escape, which reads back as the same string."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+
+
 def _dumps(data: Any) -> str:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
@@ -714,7 +727,7 @@ class RecorderActor:
             meta["torn_tail"] = True
         head = ("\n" if tail.needs_newline else "") + _dumps(self.scrubber.scrub(meta)) + "\n"
         try:
-            sink.write(head.encode("utf-8"))
+            sink.write(_utf8(head))
             sink.fsync()
         except OSError as exc:
             raise self._fail("write", exc) from exc
@@ -744,7 +757,7 @@ class RecorderActor:
             self.voided += env.seq - self._next_seq
         self._next_seq = env.seq + 1
         try:
-            sink.write(line.encode("utf-8"))
+            sink.write(_utf8(line))
             if isinstance(env.message, SYNC_POINTS):
                 sink.fsync()
                 self.synced += 1
