@@ -9,21 +9,12 @@ import sys
 from pathlib import Path
 
 from actors.cli._errors import FatalAuthenticationError
-from tests.daemon._procs import agentbus, env_for
+from tests.daemon._procs import agentbus, env_for, piped_chat
 
 
 def test_chat_without_an_api_key_exits_41_with_one_line(home: Path) -> None:
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "actors.cli", "chat", "-m", "gemini-2.5-flash"],
-            input="hi\n",
-            env={**env_for(home), "TERM": "xterm"},
-            cwd=home / "ws",
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
+        done = piped_chat(home, "-m", "gemini-2.5-flash")
         headless = subprocess.run(
             [sys.executable, "-m", "actors.cli", "-m", "gemini-2.5-flash", "-p", "hi"],
             env=env_for(home),

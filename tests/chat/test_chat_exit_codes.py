@@ -11,20 +11,11 @@ from pathlib import Path
 
 from actors.cli._errors import FatalAuthenticationError, FatalConfigError, FatalInputError
 from tests.daemon._helpers import text_response, write_responses
-from tests.daemon._procs import agentbus, env_for
+from tests.daemon._procs import agentbus, piped_chat
 
 
 def _chat(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "actors.cli", "chat", "-m", "gemini-2.5-flash", *args],
-        input="hi\n",
-        env={**env_for(home), "TERM": "xterm"},
-        cwd=home / "ws",
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    return piped_chat(home, "-m", "gemini-2.5-flash", *args)
 
 
 def _no_daemon(home: Path) -> bool:

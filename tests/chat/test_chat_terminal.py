@@ -9,13 +9,12 @@ import os
 import pty
 import re
 import select
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from tests.daemon._helpers import call_response, text_response, write_responses
-from tests.daemon._procs import agentbus, env_for
+from tests.daemon._procs import agentbus, env_for, piped_chat
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 EXPECT_TIMEOUT_S = 15
@@ -142,16 +141,7 @@ def test_chat_in_a_terminal_streams_asks_cancels_and_runs_user_tools(home: Path)
 def test_chat_piped_prints_plain_text_and_exits_when_input_ends(home: Path) -> None:
     fake = write_responses(home / "hi.responses", text_response("Hello ", "from the daemon."))
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "actors.cli", "chat", "--fake-responses", str(fake), "-m", "gemini-2.5-flash"],
-            input="hi\n",
-            env={**env_for(home), "TERM": "xterm"},
-            cwd=home / "ws",
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
+        done = piped_chat(home, "--fake-responses", str(fake), "-m", "gemini-2.5-flash")
         assert done.returncode == 0, done.stderr
         assert "Hello from the daemon." in done.stdout
         assert "\x1b[" not in done.stdout

@@ -26,16 +26,24 @@ def env_for(home: Path) -> dict[str, str]:
     }
 
 
-def agentbus(home: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+def agentbus(
+    home: Path, *args: str, timeout: float = 30, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "actors.cli", *args],
-        env=env_for(home),
+        input=stdin,
+        env=env_for(home) if env is None else env,
         cwd=home / "ws",
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
     )
+
+
+def piped_chat(home: Path, *args: str, typed: str = "hi\n") -> subprocess.CompletedProcess[str]:
+    """``agentbus chat ARGS`` with ``typed`` piped in (no terminal): what it did."""
+    return agentbus(home, "chat", *args, stdin=typed, env={**env_for(home), "TERM": "xterm"})
 
 
 class DaemonProcess:

@@ -5,7 +5,6 @@ killed, a new ``chat --resume`` with ``y`` typed at once)."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from tests.daemon._helpers import (
     text_response,
     write_responses,
 )
-from tests.daemon._procs import agentbus, env_for
+from tests.daemon._procs import agentbus, env_for, piped_chat
 
 WRITE = {"file_path": "out.txt", "content": "approved\n"}
 
@@ -114,15 +113,6 @@ def test_chat_resume_shows_the_pending_question_and_y_answers_it(home: Path) -> 
 
 def resume_chat(home: Path, typed: str) -> str:
     """``agentbus chat --resume latest`` with ``typed`` piped in: what it printed."""
-    done = subprocess.run(
-        [sys.executable, "-m", "actors.cli", "chat", "--resume", "latest"],
-        input=typed,
-        env={**env_for(home), "TERM": "xterm"},
-        cwd=home / "ws",
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    done = piped_chat(home, "--resume", "latest", typed=typed)
     assert done.returncode == 0, done.stderr
     return done.stdout
