@@ -360,7 +360,7 @@ def delete_command(arg: str, data_dir: Path, workspace: Path, out: TextIO, err: 
         chosen = sessions[index - 1]
     if in_use := session_in_use(chosen.path):
         err.write(f"Failed to delete session: {in_use}")
-        return 0
+        return 1
     try:
         chosen.path.unlink()
     except OSError as exc:
