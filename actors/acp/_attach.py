@@ -41,7 +41,7 @@ from ..tools import builtin_tools
 from ..tools._base import ToolEnv
 from ._present import Presenter
 from ._protocol import mode_id
-from ._rpc import AUTH_REQUIRED, INTERNAL_ERROR, RESOURCE_NOT_FOUND, RpcError
+from ._rpc import AUTH_REQUIRED, INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
 from ._session import AcpOptions, AcpSession, Peer, Started, replay_of
 from ._view import Closed, Configured, Effect, SessionView, Update
 
@@ -49,7 +49,11 @@ _ENDED = object()
 """Put on a session's channel when the daemon connection ends."""
 
 
-DAEMON_CODES = {"unknown_session": RESOURCE_NOT_FOUND, "auth_required": AUTH_REQUIRED}
+DAEMON_CODES = {
+    "unknown_session": RESOURCE_NOT_FOUND,
+    "auth_required": AUTH_REQUIRED,
+    "frame_too_large": INVALID_PARAMS,
+}
 """The daemon's error codes that have an ACP counterpart (others: internal error)."""
 
 
@@ -214,9 +218,13 @@ class AttachedSession(AcpSession):
             raise daemon_error(exc) from None
 
     async def _submit(self, prompt_id: str, parts: tuple[Any, ...], text: str) -> None:
-        accepted = await self._call(
-            self.client.request(Prompt(session_id=self.session_id, request_id=prompt_id, text=text, parts=parts))
-        )
+        try:
+            accepted = await self._call(
+                self.client.request(Prompt(session_id=self.session_id, request_id=prompt_id, text=text, parts=parts))
+            )
+        except RpcError:
+            self._prompts.pop(prompt_id, None)  # refused (too large, say): no turn will answer it
+            raise
         if isinstance(accepted, PromptAccepted) and accepted.prompt_id != prompt_id:
             waiter = self._prompts.pop(prompt_id, None)
             if waiter is not None:

@@ -47,22 +47,27 @@ class StreamLines:
 
     def __init__(self, stream: trio.abc.ReceiveStream) -> None:
         self.stream = stream
-        self._buf = b""
+        self._buf = bytearray()
         self._eof = False
 
     async def read_line(self) -> str | None:
-        while b"\n" not in self._buf:
+        # Linear in a long line (a pasted file): search only what arrived since last time.
+        searched = 0
+        while (nl := self._buf.find(b"\n", searched)) < 0:
+            searched = len(self._buf)
             if self._eof:
                 return None
-            data = await self.stream.receive_some(4096)
+            data = await self.stream.receive_some(1 << 16)
             if not data:
                 self._eof = True
-                rest, self._buf = self._buf, b""
+                rest = bytes(self._buf)
+                self._buf.clear()
                 if rest.strip():
                     return rest.decode("utf-8", "replace").rstrip("\r")
                 return None
             self._buf += data
-        raw, self._buf = self._buf.split(b"\n", 1)
+        raw = bytes(self._buf[:nl])
+        del self._buf[: nl + 1]
         return raw.decode("utf-8", "replace").rstrip("\r")
 
     def pending_text(self) -> str:

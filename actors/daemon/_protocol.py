@@ -43,7 +43,10 @@ from bus.messages import (
 )
 from bus.session_ids import session_id_problem
 
-MAX_FRAME = 1 << 20
+MAX_FRAME = 64 << 20
+"""As ``agentbus acp``'s line limit: a prompt may carry a pasted file. The client checks
+it before sending (``client.DaemonClient.send``); before ``Hello`` the connection allows
+far less (``_connection.HELLO_MAX_FRAME``)."""
 MAX_ERRORS = 5
 
 REQUESTS = (
@@ -81,6 +84,7 @@ class Oversized:
     """A frame longer than the limit (its bytes were dropped)."""
 
     size: int
+    limit: int = MAX_FRAME
 
 
 class FrameSplitter:
@@ -101,13 +105,13 @@ class FrameSplitter:
             if self._dropping:
                 self._dropping += len(chunk)
                 if nl >= 0:
-                    out.append(Oversized(self._dropping))
+                    out.append(Oversized(self._dropping, self.limit))
                     self._dropping = 0
             elif len(self._buf) + len(chunk) > self.limit:
                 self._dropping = len(self._buf) + len(chunk)
                 self._buf.clear()
                 if nl >= 0:
-                    out.append(Oversized(self._dropping))
+                    out.append(Oversized(self._dropping, self.limit))
                     self._dropping = 0
             else:
                 self._buf += chunk
@@ -139,7 +143,7 @@ class ConnectionRules:
     def check(self, frame: bytes | Oversized) -> Message | ProtocolError:
         """Decode and admit one frame: the request, or the error to answer with."""
         if isinstance(frame, Oversized):
-            return self._error(None, "frame_too_large", f"frame of {frame.size} bytes exceeds {MAX_FRAME}")
+            return self._error(None, "frame_too_large", f"frame of {frame.size} bytes exceeds {frame.limit}")
         try:
             text = frame.decode("utf-8")
         except UnicodeDecodeError as exc:

@@ -40,6 +40,10 @@ client fell behind; what follows was caught up from the recording),
 ``SubscriptionEnded``, ``DaemonStopping`` and request-less ``ProtocolError`` notices.
 It ends when the connection closes. The client buffers events without bound: read
 them (the daemon bounds what it buffers for a slow client, not the other way round).
+A request longer than the daemon's frame limit (``MAX_FRAME``, 64 MiB: a prompt may
+carry a pasted file, as with ``agentbus acp``) is not sent: it raises ``DaemonError``
+(``frame_too_large``) saying how large it is and what the daemon accepts, and the
+connection stays usable.
 ``client.address`` is this connection's address: the ``answered_by`` of its approval
 answers and the ``requested_by`` of its cancels.
 """
@@ -92,6 +96,7 @@ from bus.messages import (
 
 from ..gateway import auth_environment
 from ._paths import DaemonPaths, default_paths
+from ._protocol import MAX_FRAME
 from ._tcp import TcpAddress, TcpConfigError, parse_daemon_url, read_token_file
 
 Event: TypeAlias = Envelope | ObserverLagged | SubscriptionEnded | DaemonStopping | ProtocolError | Message
@@ -164,6 +169,21 @@ class DaemonClient:
             raise DaemonError(
                 "invalid", f"{type(msg).__name__} not sent: its text is not valid Unicode (a lone surrogate)"
             ) from None
+        if len(data) - 1 > MAX_FRAME:
+            # Refused here, before a byte is sent: the daemon could only drop such a frame
+            # and answer it without its request id (its reply would never come).
+            # A prompt's frame carries its text and its parts (which repeat the text and
+            # hold the files its @-references read).
+            what = (
+                ("prompt with the files it references" if msg.parts else "prompt")
+                if isinstance(msg, Prompt)
+                else f"{type(msg).__name__} request"
+            )
+            plural = "prompts" if isinstance(msg, Prompt) else "requests"
+            raise DaemonError(
+                "frame_too_large",
+                f"the {what} is {_mib(len(data) - 1)}; the daemon accepts {plural} up to {_mib(MAX_FRAME)}",
+            )
         async with self._send_lock:
             try:
                 await self._stream.send_all(data)
@@ -321,6 +341,11 @@ class DaemonClient:
 
     async def stop_daemon(self) -> None:
         await self.request(StopDaemon(request_id=new_id()))
+
+
+def _mib(size: int) -> str:
+    mib = size / (1 << 20)
+    return f"{mib:.0f} MiB" if mib == int(mib) else f"{mib:.1f} MiB"
 
 
 def _expect(reply: Message, cls: type[_T]) -> _T:

@@ -13,7 +13,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.daemon._protocol import MAX_FRAME, OUTCOMES
+from actors.daemon._protocol import OUTCOMES
 from bus.codec import decode, encode
 from bus.messages import (
     PROTOCOL_VERSION,
@@ -36,6 +36,10 @@ from bus.messages import (
     Unsubscribe,
 )
 from tests.daemon._helpers import client_of, running_daemon, text_response, write_responses
+
+SMALL_FRAME = 1 << 16
+"""The frame limit of these tests' daemons (the real one, 64 MiB, would make each oversized
+frame cost a second)."""
 
 
 class Raw:
@@ -68,13 +72,13 @@ def frame(msg: Message) -> bytes:
 
 async def test_each_kind_of_bad_input_is_refused_and_persistence_closes_the_connection(home: Path) -> None:
     with trio.fail_after(20):
-        async with running_daemon(home):
+        async with running_daemon(home, max_frame=SMALL_FRAME):
             c = await raw(home)
             await c.send(frame(Hello(request_id="h", protocol=PROTOCOL_VERSION)))
             assert (await c.reply()).__class__.__name__ == "Welcome"
             bad = [
                 b"{not json\n",
-                b"x" * (MAX_FRAME + 1) + b"\n",
+                b"x" * (SMALL_FRAME + 1) + b"\n",
                 json.dumps({"type": "Bogus", "request_id": "u"}).encode() + b"\n",
                 frame(Prompt(session_id="someone-elses", request_id="p", text="hi")),
             ]
@@ -182,7 +186,7 @@ frames_st = st.lists(
         st.binary(max_size=64),
         json_values.map(lambda v: json.dumps(v).encode() + b"\n"),
         requests.map(lambda m: (encode(m) + "\n").encode()),
-        st.just(b"y" * (MAX_FRAME + 3) + b"\n"),
+        st.just(b"y" * (SMALL_FRAME + 3) + b"\n"),
     ),
     min_size=1,
     max_size=10,
@@ -198,7 +202,7 @@ def test_fuzzed_frames_never_stop_the_daemon_serving_a_well_behaved_client(home:
 
     async def scenario() -> None:
         with trio.fail_after(30):
-            async with running_daemon(root), client_of(root, "good") as good:
+            async with running_daemon(root, max_frame=SMALL_FRAME), client_of(root, "good") as good:
                 sid = (await good.create_session(str(root / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")).session_id
                 await good.subscribe(sid)
                 fuzz = await raw(root)

@@ -19,7 +19,7 @@ import trio
 
 from actors.daemon import TcpListen
 from actors.daemon.client import DaemonClient
-from tests.daemon._fuzz import Tally, fuzz
+from tests.daemon._fuzz import TEST_MAX_FRAME, Tally, fuzz
 from tests.daemon._helpers import client_of, running_daemon, text_response, write_responses
 from tests.daemon.test_bad_input import own_turn_end
 
@@ -56,7 +56,7 @@ async def test_fuzzed_sockets_answer_every_bad_frame_and_the_session_beside_them
     rng = random.Random(SEED)
     tally = Tally()
     with trio.fail_after(120):
-        async with running_daemon(home, tcp=TcpListen(port=0, token=TOKEN)) as daemon:
+        async with running_daemon(home, tcp=TcpListen(port=0, token=TOKEN), max_frame=TEST_MAX_FRAME) as daemon:
             [tcp] = daemon.tcp_addresses
             async with client_of(home, "legit") as legit:
                 sid = (await legit.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")).session_id
