@@ -185,10 +185,21 @@ class DaemonClient:
                 f"the {what} is {_mib(len(data) - 1)}; the daemon accepts {plural} up to {_mib(MAX_FRAME)}",
             )
         async with self._send_lock:
+            if self._closed is not None:
+                raise DaemonError("closed", self._closed)
+            sent = False
             try:
                 await self._stream.send_all(data)
+                sent = True
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                 raise DaemonError("closed", f"the connection closed: {exc}") from None
+            finally:
+                if not sent and self._closed is None:
+                    # Cancelled part way: the daemon may hold half a frame, which the next
+                    # one would join. The connection ends (its requests fail) rather than
+                    # leave every later request unanswered.
+                    self._closed = f"{type(msg).__name__} was interrupted while it was being sent"
+                    await trio.aclose_forcefully(self._stream)
 
     async def _read(self) -> None:
         buf = bytearray()
