@@ -174,15 +174,13 @@ class DaemonClient:
             # and answer it without its request id (its reply would never come).
             # A prompt's frame carries its text and its parts (which repeat the text and
             # hold the files its @-references read).
-            what = (
-                ("prompt with the files it references" if msg.parts else "prompt")
-                if isinstance(msg, Prompt)
-                else f"{type(msg).__name__} request"
-            )
+            what = "prompt" if isinstance(msg, Prompt) else f"{type(msg).__name__} request"
+            size = _mib(len(data) - 1)
+            if isinstance(msg, Prompt) and msg.parts:
+                size += " as sent (its text, and its parts: the text again and the files it references)"
             plural = "prompts" if isinstance(msg, Prompt) else "requests"
             raise DaemonError(
-                "frame_too_large",
-                f"the {what} is {_mib(len(data) - 1)}; the daemon accepts {plural} up to {_mib(MAX_FRAME)}",
+                "frame_too_large", f"the {what} is {size}; the daemon accepts {plural} up to {_mib(MAX_FRAME)}"
             )
         async with self._send_lock:
             if self._closed is not None:

@@ -45,8 +45,8 @@ async def test_a_prompt_over_the_daemons_limit_is_refused_at_once_and_the_next_o
             error = refused.value.error
             assert error["code"] == INVALID_PARAMS
             assert error["message"] == (
-                "agentbus daemon: the prompt with the files it references is 2.3 MiB;"
-                " the daemon accepts prompts up to 1 MiB"
+                "agentbus daemon: the prompt is 2.3 MiB as sent (its text, and its parts: the text again"
+                " and the files it references); the daemon accepts prompts up to 1 MiB"
             )
             result = await prompt(client, sid, "are you there?")
             assert result["stopReason"] == "end_turn"
