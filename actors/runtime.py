@@ -169,8 +169,10 @@ def tool_specs(cfg: SessionConfig, addrs: SessionAddresses) -> dict[str, ToolSpe
     for name, tool in cfg.tools.items():
         decl = tool.declaration(cfg.model)
 
-        def validate(args: Mapping[str, Any], tool: Tool = tool) -> str | None:
-            return tool.validate(args, cfg.env)
+        def validate(args: Mapping[str, Any], approval_mode: str, tool: Tool = tool) -> str | None:
+            # The batch's mode, not the session's first: the mode changes between turns.
+            env = cfg.env if approval_mode in ("", cfg.env.approval_mode) else attrs.evolve(cfg.env, approval_mode=approval_mode)
+            return tool.validate(args, env)
 
         specs[name] = ToolSpec(
             name=name,

@@ -380,11 +380,10 @@ class _Batch:
         if problem is not None:
             await self.fail(call, "invalid_tool_params", problem)
 
-    @staticmethod
-    def _check_args(spec: ToolSpec, args: Any) -> str | None:
+    def _check_args(self, spec: ToolSpec, args: Any) -> str | None:
         try:
             problem = schema_error(spec.schema, args)
-            return problem if problem is not None else spec.validate(args)
+            return problem if problem is not None else spec.validate(args, self.batch.approval_mode)
         except Exception as exc:  # as Gemini CLI's build(): a throwing check is the call's error
             return str(exc) or type(exc).__name__
 

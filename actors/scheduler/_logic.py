@@ -30,8 +30,9 @@ class ToolSpec:
     """The ``parametersJsonSchema`` of the tool's declaration."""
     executor: str
     """Address of the executor that runs it."""
-    validate: Callable[[Mapping[str, Any]], str | None] = lambda args: None
-    """Value checks after the schema check (the tool's own); an error message or None."""
+    validate: Callable[[Mapping[str, Any], str], str | None] = lambda args, approval_mode: None
+    """Value checks after the schema check (the tool's own), in the batch's approval
+    mode (plan mode changes where a write may go); an error message or None."""
 
 
 def is_parallelizable(name: str, args: Mapping[str, Any]) -> bool:
