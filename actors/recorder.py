@@ -217,12 +217,18 @@ def secrets_from_env(environ: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(sorted(found, key=len, reverse=True))
 
 
-@attrs.frozen
+@attrs.define
 class Scrubber:
     """Removes secrets from encoded lines; cheap when there are none (one regex search
-    and a substring test per secret on the line)."""
+    and a substring test per secret on the line). Not frozen: the daemon adds the keys
+    of a client that loads a running session (:meth:`add`), since that session's model
+    requests use them from then on; the recorder reads ``secrets`` at each line."""
 
     secrets: tuple[str, ...] = ()
+
+    def add(self, secrets: Iterable[str]) -> None:
+        """Scrub these too, from the next line on (longest first, as ever)."""
+        self.secrets = tuple(sorted({*self.secrets, *secrets}, key=len, reverse=True))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Scrubber:

@@ -79,6 +79,9 @@ class SessionConfig:
     secrets: tuple[str, ...] = attrs.field(default=(), repr=False)
     """Values the recorder scrubs besides this process's API keys: the keys of the
     client whose credentials a daemon session uses."""
+    scrubber: Scrubber | None = attrs.field(default=None, repr=False)
+    """The recorder's scrubber, when its owner adds secrets while the session runs (the
+    daemon: a later client's keys); None: one made from ``secrets``."""
 
 
 def guard_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -228,7 +231,7 @@ async def supervise_session(
                     session_id=cfg.session_id,
                     path=cfg.recording,
                     meta=recording_meta(cfg),
-                    scrubber=_scrubber(cfg.secrets) if cfg.secrets else None,
+                    scrubber=cfg.scrubber or (session_scrubber(cfg.secrets) if cfg.secrets else None),
                 ).run
             )
         for kind in kinds:
@@ -323,7 +326,7 @@ async def supervise_session(
             bus.disconnect(addrs.loops)
 
 
-def _scrubber(secrets: tuple[str, ...]) -> Scrubber:
+def session_scrubber(secrets: tuple[str, ...]) -> Scrubber:
     """The process environment's keys and ``secrets``, longest first."""
     return Scrubber(tuple(sorted({*Scrubber.from_env().secrets, *secrets}, key=len, reverse=True)))
 

@@ -41,8 +41,10 @@ from bus import Bus, DeliveryError, Envelope, Port
 from bus.messages import (
     ApprovalRequested,
     ApprovalSettled,
+    BatchSettled,
     CloseSession,
     ConfigureSession,
+    ScheduleBatch,
     SessionClosed,
     SessionSummary,
     SubmitPrompt,
@@ -125,6 +127,9 @@ class LiveSession:
     answer_routes: dict[str, tuple[str, str]] = attrs.field(factory=dict)
     """Correlation id -> (address, session id) for approvals of subagents, which their
     own scheduler answers."""
+    user_batches: set[str] = attrs.field(factory=set)
+    """Batches of the user's own calls not settled yet: they run outside any turn, so a
+    turn's end does not settle their approvals."""
     title: str = ""
     updated_at: float = 0.0
     """Wall-clock time (``time.time()``) of its last message; formatted only when listed."""
@@ -538,7 +543,10 @@ class DaemonCore:
             recording=recording_path(self.data_dir, entry.session_id),
             settings=settings,
         )
-        return attrs.evolve(cfg, secrets=secrets_from_env(environ), **runtime.guard_settings(settings))
+        secrets = secrets_from_env(environ)
+        return attrs.evolve(
+            cfg, secrets=secrets, scrubber=runtime.session_scrubber(secrets), **runtime.guard_settings(settings)
+        )
 
     def _use_credentials(self, live: LiveSession, auth_env: Mapping[str, str]) -> None:
         """A client loads a running session with its credentials: when they make a
@@ -556,6 +564,8 @@ class DaemonCore:
             log.info("session %s keeps its credentials: the client's cannot be used (%s)", live.session_id, why)
             return
         live.auth_env = auth_env
+        if live.cfg.scrubber is not None:  # its keys reach requests now: and so, maybe, the recording
+            live.cfg.scrubber.add(secrets_from_env(auth_env))
         log.info("session %s: model requests use the credentials of the client that loaded it last", live.session_id)
 
     @contextlib.contextmanager
@@ -619,6 +629,9 @@ class DaemonCore:
             self.bus.forget_session(sid)
             if self.sessions.get(sid) is live:
                 del self.sessions[sid]
+                # However it stopped (ended, failed, its recording deleted): its backend
+                # route goes, so a credential's backend no session uses is closed.
+                self.backends.forget(sid)
             live.addrs = None
             live.stopped.set()
 
@@ -632,16 +645,20 @@ class DaemonCore:
                         live.busy = True
                     case TurnEnded():
                         live.busy = False
-                        # No question outlives its turn: a cancel settles the calls
-                        # that waited without an ApprovalSettled (subagents' too).
-                        live.pending.clear()
-                        live.asked.clear()
-                        live.answer_routes.clear()
+                        # No question of the model's outlives its turn: a cancel settles
+                        # the calls that waited without an ApprovalSettled (subagents'
+                        # too). The user's own calls run outside turns.
+                        for cid, asked in list(live.asked.items()):
+                            question = asked.message
+                            if not (isinstance(question, ApprovalRequested) and question.batch_id in live.user_batches):
+                                _settled(live, cid)
+                    case ScheduleBatch() if any(call.client_initiated for call in msg.calls):
+                        live.user_batches.add(msg.batch_id)
+                    case BatchSettled():
+                        live.user_batches.discard(msg.batch_id)
                     case ToolCallUpdated(status="success" | "error" | "cancelled"):
                         for cid in [c for c, call_id in live.pending.items() if call_id == msg.call_id]:
-                            live.pending.pop(cid, None)
-                            live.asked.pop(cid, None)
-                            live.answer_routes.pop(cid, None)
+                            _settled(live, cid)
                     case ApprovalRequested():
                         live.pending[msg.correlation_id] = msg.call_id
                         live.asked[msg.correlation_id] = env
@@ -651,9 +668,7 @@ class DaemonCore:
                                 msg.answer_session_id or msg.session_id,
                             )
                     case ApprovalSettled():
-                        live.pending.pop(msg.correlation_id, None)
-                        live.asked.pop(msg.correlation_id, None)
-                        live.answer_routes.pop(msg.correlation_id, None)
+                        _settled(live, msg.correlation_id)
                     case SubmitPrompt():
                         if not live.title:
                             live.title = sessions_on_disk.clean_message(msg.display_text)[:100]
@@ -705,3 +720,10 @@ def _absolute(path: str, base: Path) -> str:
 
 
 SummaryFn = Callable[[], list[SessionSummary]]
+
+
+def _settled(live: LiveSession, correlation_id: str) -> None:
+    """An approval is no longer waiting: nobody is asked it again."""
+    live.pending.pop(correlation_id, None)
+    live.asked.pop(correlation_id, None)
+    live.answer_routes.pop(correlation_id, None)

@@ -124,6 +124,25 @@ async def test_a_key_in_a_prompt_is_scrubbed_from_the_recording(home: Path) -> N
     assert "my key is [REDACTED]" in recording and KEY_ONE not in recording
 
 
+async def test_the_key_of_a_client_that_loads_a_running_session_is_scrubbed_too(home: Path) -> None:
+    """The session's requests use the later client's key from then on, so its recording
+    scrubs that key as well (found by review: the scrubber knew only the first client's)."""
+    server = FakeGeminiServer(answers("one", "two"))
+    with trio.fail_after(30):
+        async with live_daemon(home, server):
+            async with client_of(home, "first") as first:
+                sid = (await first.create_session(str(home / "ws"), model=MODEL, auth_env=creds(server, KEY_ONE))).session_id
+                await first.subscribe(sid)
+                await turn_text(first, sid, "a")
+            async with client_of(home, "third") as third:
+                await third.load_session(sid, auth_env=creds(server, KEY_THREE))
+                await third.subscribe(sid)
+                await turn_text(third, sid, f"my key is {KEY_THREE}")
+    assert server.requests[-1].headers.get("x-goog-api-key") == KEY_THREE
+    recording = (home / "data" / "sessions" / f"{sid}.jsonl").read_text()
+    assert "my key is [REDACTED]" in recording and KEY_THREE not in recording
+
+
 async def test_unusable_credentials_are_refused_when_the_session_starts(home: Path) -> None:
     server = FakeGeminiServer([])
     with trio.fail_after(30):
