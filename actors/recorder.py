@@ -608,6 +608,22 @@ def session_in_use(path: Path) -> str | None:
     return None
 
 
+def delete_recording(path: Path) -> str | None:
+    """Delete ``path`` while holding its lock, so that no process claims the session
+    between the check and the deletion; why not, when another process owns it. Raises
+    ``OSError`` when it cannot be deleted."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return in_use_message(path)
+        path.unlink()
+    finally:
+        os.close(fd)
+    return None
+
+
 @attrs.frozen
 class Tail:
     """What an existing recording ends with, as the next process finds it."""

@@ -59,6 +59,7 @@ from ..recorder import (
     RecordingError,
     TornLine,
     default_data_dir,
+    delete_recording,
     iter_recordings,
     load_recording,
     recording_path,
@@ -358,13 +359,13 @@ def delete_command(arg: str, data_dir: Path, workspace: Path, out: TextIO, err: 
             err.write(f'Invalid session identifier "{arg}". Use --list-sessions to see available sessions.')
             return FatalInputError.exit_code
         chosen = sessions[index - 1]
-    if in_use := session_in_use(chosen.path):
-        err.write(f"Failed to delete session: {in_use}")
-        return 1
     try:
-        chosen.path.unlink()
+        in_use = delete_recording(chosen.path)
     except OSError as exc:
         err.write(f"Failed to delete session: {exc.strerror or exc}")
+        return 1
+    if in_use:
+        err.write(f"Failed to delete session: {in_use}")
         return 1
     out.write(
         f"Deleted session {chosen.index}: {chosen.first_user_message} ({format_relative_time(chosen.last_updated)})"

@@ -311,9 +311,11 @@ class GenaiBackend:
             raise BackendError(f"{type(exc).__name__}: {exc}", type=type(exc).__name__) from exc
         finally:
             ATTEMPT.reset(token)
-            with trio.move_on_after(CLOSE_GRACE_S, shield=True):
-                await close_attempt(attempt)
-            trio_asyncio.current_loop.reset(loop_token)
+            try:
+                with trio.move_on_after(CLOSE_GRACE_S, shield=True):
+                    await close_attempt(attempt)
+            finally:  # the caller's task gets its own loop back whatever the close did
+                trio_asyncio.current_loop.reset(loop_token)
 
     def _prepared(self, config: Any) -> PreparedConfig:
         """The request config validated, from the cache when an earlier request had it."""

@@ -23,6 +23,7 @@ from actors.recorder import (
     parse_recording,
 )
 from bus import Envelope
+from bus.codec import encode_envelope
 from bus.messages import GenerateRequest, StartTurn
 from tests.replay._session import ClientScript, calls_entry, run_session, text_entry
 
@@ -93,6 +94,9 @@ def test_any_sequence_of_histories_reads_back_as_written(histories: list[list[in
         line = encode_line(env, "w", Scrubber(), table)
         back = parse_line(line, refs)
         assert back == env
+        # As JSON too: ``1 == 1.0 == True`` in Python, so equality alone would let a
+        # content taken for another equal one through.
+        assert encode_envelope(back) == encode_envelope(env)
 
 
 def parse_line(line: str, refs: ContentRefs) -> Envelope:
