@@ -302,21 +302,30 @@ class ConnectionActor:
                 return
             if not data:
                 return
-            for frame in splitter.feed(data):
-                verdict = self.rules.check(frame)
-                if self.rules.hello is not None:
-                    splitter.limit = self.limits.max_frame
-                try:
-                    if isinstance(verdict, ProtocolError):
-                        await self._send(verdict)
-                        if verdict.fatal:
-                            return
-                        continue
-                    await self._handle(verdict, port)
-                except _Closed:
-                    return
-                if self._closing:
-                    return
+            while data:
+                if self.rules.hello is None:
+                    # Up to the first frame's end only: the frames behind a Hello in the
+                    # same read are split under the limit it unlocks (a request sent right
+                    # after the Hello was dropped as too large for a Hello).
+                    nl = data.find(b"\n")
+                    piece, data = (data, b"") if nl < 0 else (data[: nl + 1], data[nl + 1 :])
+                else:
+                    piece, data = data, b""
+                for frame in splitter.feed(piece):
+                    verdict = self.rules.check(frame)
+                    if self.rules.hello is not None:
+                        splitter.limit = self.limits.max_frame
+                    try:
+                        if isinstance(verdict, ProtocolError):
+                            await self._send(verdict)
+                            if verdict.fatal:
+                                return
+                            continue
+                        await self._handle(verdict, port)
+                    except _Closed:
+                        return
+                    if self._closing:
+                        return
 
     async def _inbox(self, port: Port) -> None:
         """Replies addressed to this connection: its tool batches."""

@@ -63,3 +63,31 @@ async def test_a_client_holding_the_token_is_never_dropped_for_newcomers(home: P
                 await first.list_sessions()  # still connected, still served
                 for stream in silent:
                     await stream.aclose()
+
+
+async def test_a_request_sent_right_behind_the_hello_is_answered(home: Path) -> None:
+    """A client that writes its Hello and a request larger than a Hello may be in one
+    go gets its answer (the request used to be dropped as too large before the hello,
+    without its id, and the client waited for ever)."""
+    from bus.codec import encode
+    from bus.messages import PROTOCOL_VERSION, Hello, ListSessions, SessionList, Welcome
+
+    with trio.fail_after(30):
+        async with running_daemon(home, tcp=TcpListen(port=0, token=TOKEN)) as daemon:
+            [(host, port)] = daemon.tcp_addresses
+            async with await trio.open_tcp_stream(host, port) as stream:
+                hello = encode(Hello(request_id="h", protocol=PROTOCOL_VERSION, client="raw", token=TOKEN))
+                request = encode(ListSessions(request_id="big", workspace="/" + "w" * 8000))
+                await stream.send_all(f"{hello}\n{request}\n".encode())
+                got: list[Message] = []
+                data = b""
+                while not any(isinstance(m, SessionList) for m in got):
+                    chunk = await stream.receive_some(1 << 16)
+                    assert chunk, f"closed after {got}"
+                    data += chunk
+                    *lines, rest = data.split(b"\n")
+                    data = rest
+                    got += [decode(line) for line in lines if line.strip()]
+                assert isinstance(got[0], Welcome)
+                answer = next(m for m in got if isinstance(m, SessionList))
+                assert answer.request_id == "big"
