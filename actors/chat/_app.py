@@ -14,6 +14,7 @@ Lines come from ``_lines`` (readline with Tab completion on a terminal).
 
 from __future__ import annotations
 
+import collections
 import os
 import signal
 from collections.abc import Callable
@@ -76,7 +77,11 @@ class ChatApp:
         self.render = Renderer(colour=opts.colour, me=client.address)
         self.session_id = ""
         self.my_prompts: set[str] = set()
-        self.my_turns: dict[str, str] = {}
+        self.turn_prompts: dict[str, str] = {}
+        """Every running turn's prompt id (ours may not be known as ours yet)."""
+        self.ended_prompts: collections.deque[str] = collections.deque(maxlen=64)
+        """Prompts whose turn ended lately: the turn of a prompt can end before the
+        daemon's acceptance of it reaches us, and it must not then be waited for."""
         self.tool_calls: set[str] = set()
         self.interrupts = 0
         self.exit_code = 0
@@ -193,8 +198,8 @@ class ChatApp:
                 if event.session_id != self.session_id:
                     continue
                 msg = event.message
-                if isinstance(msg, TurnStarted) and msg.prompt_id in self.my_prompts:
-                    self.my_turns[msg.turn_id] = msg.prompt_id
+                if isinstance(msg, TurnStarted):
+                    self.turn_prompts[msg.turn_id] = msg.prompt_id
                 if isinstance(msg, ApprovalRequested | ApprovalSettled):
                     self.questions.add(msg.correlation_id)
                     self.unseen_questions.discard(msg.correlation_id)
@@ -204,8 +209,10 @@ class ChatApp:
             self.rendered.set()
             self.rendered = trio.Event()
             if isinstance(event, Envelope) and isinstance(event.message, TurnEnded):
-                prompt_id = self.my_turns.pop(event.message.turn_id, None)
-                self.my_prompts.discard(prompt_id or "")
+                if (started := self.turn_prompts.pop(event.message.turn_id, None)) is not None:
+                    # Ours even if the acceptance came after the turn started (or ended).
+                    self.my_prompts.discard(started)
+                    self.ended_prompts.append(started)
                 self.interrupts = 0
                 self._update_idle()
                 self.prompt_marker()
@@ -290,7 +297,8 @@ class ChatApp:
                 return await self._command(stripped)
             else:
                 accepted = await self.client.prompt(self.session_id, text)
-                self.my_prompts.add(accepted.prompt_id)
+                if accepted.prompt_id not in self.ended_prompts:  # its turn may be over already
+                    self.my_prompts.add(accepted.prompt_id)
                 self._update_idle()
         except DaemonError as exc:
             self.line(f"error: {exc.message}", "red")
