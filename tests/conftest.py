@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -27,3 +30,19 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 from hypothesis import strategies as _st  # noqa: E402
 
 _st.register_type_strategy(float, _st.floats(allow_nan=False, allow_infinity=False))
+
+
+@pytest.fixture
+def subreaper() -> Iterator[None]:
+    """Orphans of the test's process groups become our children, so we can reap them.
+
+    (PID 1 here reaps orphans only about once a second, and a zombie still counts as a
+    member of its process group.)
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_child_subreaper = 36
+    assert libc.prctl(pr_set_child_subreaper, 1, 0, 0, 0) == 0
+    try:
+        yield
+    finally:
+        libc.prctl(pr_set_child_subreaper, 0, 0, 0, 0)

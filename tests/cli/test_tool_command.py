@@ -16,6 +16,7 @@ import pytest
 
 from actors.recorder import load_recording
 from bus.messages import BatchSettled, ScheduleBatch, SessionClosed, ToolCallUpdated
+from tests.daemon._procs import ends_within
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -204,20 +205,6 @@ def start_sleeper(ws: Path, prefix: str) -> tuple[subprocess.Popen[str], int]:
     finally:
         os.close(reader)
     return proc, int(line)
-
-
-def ends_within(pid: int, timeout_s: float) -> bool:
-    """Whether process ``pid`` ends (or has ended) within ``timeout_s``: its pidfd turns
-    readable when it exits, zombie or not."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        ready, _, _ = select.select([pidfd], [], [], timeout_s)
-        return bool(ready)
-    finally:
-        os.close(pidfd)
 
 
 def test_a_second_ctrl_c_exits_at_once_and_still_kills_the_process_group(ws: Path) -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -18,13 +18,15 @@ from actors.common import (
     process_table,
     signal_group,
 )
+from tests.daemon._procs import ends_within
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc (Linux)")
 
 
 @pytest.fixture
-def group() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    """A shell in a group of its own whose child sleeps; yields it and the child's pid."""
+def group(subreaper: None) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """A shell in a group of its own whose child sleeps; yields it and the child's pid
+    (ours to reap once the shell is gone: the test process is a subreaper)."""
     proc = subprocess.Popen(
         ["bash", "-c", "sleep 30 & echo $!; wait"], stdout=subprocess.PIPE, start_new_session=True
     )
@@ -36,17 +38,8 @@ def group() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
         signal_group(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         proc.stdout.close()
-
-
-def _wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
-    """Poll: a killed process leaves the group when the kernel gets to it; the timeout
-    only bounds a hang."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return False
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(child, 0)
 
 
 def test_process_table_has_us_and_our_parent() -> None:
@@ -69,14 +62,15 @@ def test_group_dies_with_signal_group(group: tuple[subprocess.Popen[bytes], int]
     assert group_has_live_members(proc.pid)
     signal_group(proc.pid, signal.SIGKILL, [child])
     proc.wait(timeout=10)
-    assert _wait_until(lambda: not group_has_live_members(proc.pid))
+    assert ends_within(child, 10)  # against a hang only: its pidfd says when it is gone
+    assert not group_has_live_members(proc.pid)  # a zombie is no live member
 
 
 def test_without_proc_the_group_is_probed_by_signal(
     group: tuple[subprocess.Popen[bytes], int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The hook runner's copy answered None here and stopped waiting for the group.
-    proc, _ = group
+    proc, child = group
 
     def no_proc(path: str) -> list[str]:
         raise FileNotFoundError(path)
@@ -87,7 +81,8 @@ def test_without_proc_the_group_is_probed_by_signal(
     assert group_has_live_members(proc.pid) is True
     signal_group(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
-    assert _wait_until(lambda: not group_has_live_members(proc.pid))
+    os.waitpid(child, 0)  # reaped (ours, as a subreaper): a zombie could still be signalled
+    assert not group_has_live_members(proc.pid)
 
 
 def test_signal_group_skips_processes_already_gone() -> None:

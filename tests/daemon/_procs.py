@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -44,6 +45,20 @@ def agentbus(
 def piped_chat(home: Path, *args: str, typed: str = "hi\n") -> subprocess.CompletedProcess[str]:
     """``agentbus chat ARGS`` with ``typed`` piped in (no terminal): what it did."""
     return agentbus(home, "chat", *args, stdin=typed, env={**env_for(home), "TERM": "xterm"})
+
+
+def ends_within(pid: int, timeout_s: float) -> bool:
+    """Whether process ``pid`` ends (or has ended) within ``timeout_s``: its pidfd turns
+    readable when it exits, zombie or not."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        ready, _, _ = select.select([pidfd], [], [], timeout_s)
+        return bool(ready)
+    finally:
+        os.close(pidfd)
 
 
 class DaemonProcess:

@@ -8,12 +8,11 @@ PIDs are ours. No test sleeps: commands are short, or are killed by the code und
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -81,22 +80,6 @@ async def registry() -> AsyncIterator[BackgroundProcessRegistry]:
 @pytest.fixture
 def tool(registry: BackgroundProcessRegistry) -> ShellTool:
     return ShellTool(background=registry)
-
-
-@pytest.fixture
-def subreaper() -> Iterator[None]:
-    """Orphans of the test's process groups become our children, so we can reap them.
-
-    (PID 1 here reaps orphans only about once a second, and a zombie still counts as a
-    member of its process group.)
-    """
-    libc = ctypes.CDLL(None, use_errno=True)
-    pr_set_child_subreaper = 36
-    assert libc.prctl(pr_set_child_subreaper, 1, 0, 0, 0) == 0
-    try:
-        yield
-    finally:
-        libc.prctl(pr_set_child_subreaper, 0, 0, 0, 0)
 
 
 def reap_group(pgid: int) -> None:
