@@ -32,21 +32,11 @@ from typing import Any
 import trio
 
 from tests.bench._table import record
+from tests.daemon._procs import env_for
 
 ROOT = Path(__file__).resolve().parents[2]
 TURNS = 40
 FUZZERS = 2
-
-
-def _env(home: Path) -> dict[str, str]:
-    return {
-        "PATH": os.environ["PATH"],
-        "HOME": str(home / "home"),
-        "GEMINI_CLI_HOME": str(home / "home"),
-        "AGENTBUS_RUNTIME_DIR": str(home / "run"),
-        "AGENTBUS_DATA_DIR": str(home / "data"),
-        "PYTHONPATH": str(ROOT),
-    }
 
 
 def _script(path: Path, turns: int) -> Path:
@@ -114,7 +104,7 @@ async def _turns(home: Path, turns: int, fuzzers: int, daemon_pid: int) -> dict[
         procs = [
             await trio.lowlevel.open_process(
                 [sys.executable, "-m", "tests.bench.bench_fuzz", "--fuzz", str(home), sid, str(seed)],
-                env=_env(home),
+                env=env_for(home),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
             )
@@ -159,7 +149,7 @@ def bench_fuzz(turns: int = TURNS, fuzzers: int = FUZZERS) -> None:
         under = ["-m", "cProfile", "-o", profile] if profile else []
         daemon = subprocess.Popen(
             [sys.executable, *under, "-m", "actors.cli", "daemon"],
-            env=_env(home),
+            env=env_for(home),
             cwd=home / "ws",
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -43,6 +43,7 @@ from bus import Envelope
 from bus.messages import ApprovalRequested, BatchSettled, TextStreamed, TurnEnded
 from tests.acp._client import Client as AcpClient
 from tests.daemon._helpers import call_response, text_response
+from tests.daemon._procs import env_for
 from tests.fakes.gemini_server import FakeGeminiServer, Fault, RecordedRequest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,15 +99,7 @@ async def disconnected(server: FakeGeminiServer, index: int) -> None:
 
 # -- processes ---------------------------------------------------------------------------------
 def base_env(root: Path) -> dict[str, str]:
-    return {
-        "PATH": os.environ["PATH"],
-        "HOME": str(root / "home"),
-        "GEMINI_CLI_HOME": str(root / "home"),
-        "AGENTBUS_RUNTIME_DIR": str(root / "run"),
-        "AGENTBUS_DATA_DIR": str(root / "data"),
-        "PYTHONPATH": str(ROOT),
-        "LANG": "C.UTF-8",
-    }
+    return {**env_for(root), "LANG": "C.UTF-8"}
 
 
 def client_env(root: Path, server: FakeGeminiServer) -> dict[str, str]:
