@@ -10,8 +10,8 @@ below is its one definition. DESIGN invariants 1 and 3 are checked for every sce
 
 A key listed in a scenario's ``known_bugs`` is where agentbus disagrees with its source
 (``reason``): the main test holds it to ``now``, what agentbus does today (without the
-invariant it breaks), and the expectation itself is checked on its own as a strict
-xfail, so the test turns red the day the behaviour is fixed and the entry must go.
+invariant it breaks), and one test checks that the expectation itself still fails on
+the recording, so it turns red the day the behaviour is fixed and the entry must go.
 """
 
 from __future__ import annotations
