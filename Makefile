@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m actors.cli.demo
+	$(BIN)/python -m actors.frontends.demo
 
 test: $(STAMP) lint typecheck deps-check unit
 

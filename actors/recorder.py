@@ -95,8 +95,8 @@ import attrs
 import trio
 
 from bus import Bus, CodecError, Envelope
-from bus._json import freeze, thaw
 from bus.codec import FORMAT_VERSION, envelope_from_plain, envelope_to_plain, to_plain
+from bus.json_values import freeze, thaw
 from bus.messages import (
     ApprovalRequested,
     CheckLoop,
@@ -128,7 +128,7 @@ INTERNED: Mapping[type[Message], tuple[tuple[str, bool], ...]] = {
 """The fields written by reference (see "Contents by reference"): field name, and
 whether each element of the tuple is one content (else the whole value is one). Each
 of these messages repeats what earlier lines hold; all are the actors' own traffic,
-not client events (``actors/daemon/_catchup.INTERNAL``)."""
+not client events (``actors/frontends/daemon/_catchup.INTERNAL``)."""
 INTERNED_TYPES = frozenset(cls.__name__ for cls in INTERNED)
 
 REDACTED = "[REDACTED]"

@@ -14,8 +14,8 @@ from typing import Any
 import attrs
 import cattrs
 
-from ._json import JsonValue, freeze, thaw
 from .errors import CodecError
+from .json_values import JsonValue, freeze, thaw
 from .messages import ALL_MESSAGES, Message
 
 FORMAT_VERSION = 1

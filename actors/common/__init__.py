@@ -11,8 +11,8 @@ gets from Node and its npm packages, so every actor computes them the same way:
 - ``_net``: Node's network error codes that Gemini retries.
 - ``_truncation``: Gemini's head-and-tail rendering of a long text, UTF-16 slices.
 - ``_regex``: JavaScript regular expressions on Python's ``re``, with V8's errors.
-- ``_shell``: shell syntax — shell-quote's ``parse`` and ``quote``, Gemini's
-  ``stripShellWrapper`` and ``escapeShellArg``.
+- ``_lazy``: a package's public names imported on first use.
+- ``_shell``: shell syntax — shell-quote's ``parse`` and Gemini's ``stripShellWrapper``.
 
 It imports only ``bus``, the standard library and third-party packages, never an actor,
 the host or a front end (``tests/check_dependencies.py`` enforces it); everything may
@@ -32,6 +32,7 @@ from ._js import (
     js_trim_start,
     utf16_len,
 )
+from ._lazy import lazy_exports
 from ._net import RETRYABLE_NETWORK_CODES, is_network_retryable
 from ._node_path import (
     is_subpath,
@@ -50,7 +51,7 @@ from ._procs import (
     signal_group,
 )
 from ._regex import JsRegexError, compile_js_regex, js_regex_to_python
-from ._shell import escape_shell_arg, strip_shell_wrapper
+from ._shell import strip_shell_wrapper
 from ._truncation import (
     format_count,
     format_truncated_output,
@@ -61,13 +62,13 @@ from ._truncation import (
 )
 
 __all__ = [
+    "lazy_exports",
     "JS_WHITESPACE",
     "JsRegexError",
     "RETRYABLE_NETWORK_CODES",
     "ProcInfo",
     "child_process_groups",
     "compile_js_regex",
-    "escape_shell_arg",
     "descendants",
     "format_count",
     "format_truncated_output",

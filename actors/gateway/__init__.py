@@ -17,7 +17,7 @@ from ._actor import GATEWAY_ADDRESS, GatewayActor
 from ._backend import Backend, BackendError, ChunkSink, open_backend
 from ._fake import FakeResponsesBackend, FakeResponsesError, load_fake_responses, request_dump
 from ._recording import RecordingBackend, record_line
-from ._retry import ConnectBackoff, RetryPolicy
+from ._retry import ConnectBackoff, RetryPolicy, retry_notice
 
 if TYPE_CHECKING:
     from ._genai import GenaiBackend
@@ -108,6 +108,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "retry_notice",
     "AUTH_ENV",
     "auth_environment",
     "live_backend",

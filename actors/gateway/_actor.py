@@ -28,7 +28,7 @@ import attrs
 import trio
 
 from bus import Bus, DeliveryError, Port
-from bus._json import JsonValueError, thaw
+from bus.json_values import JsonValueError, thaw
 from bus.messages import (
     ApiError,
     CancelGeneration,

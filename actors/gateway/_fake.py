@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 import trio
 
-from bus._json import thaw
+from bus.json_values import thaw
 from bus.messages import GenerateRequest
 
 from ._backend import BackendError, ChunkSink

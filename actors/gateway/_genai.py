@@ -54,7 +54,7 @@ from google.genai import types
 from pydantic import ValidationError
 
 from bus import DeliveryError
-from bus._json import thaw
+from bus.json_values import thaw
 from bus.messages import GenerateRequest
 
 from ._backend import BackendError, ChunkSink

@@ -40,7 +40,7 @@ from google import genai
 from google.genai import _api_client, _common, errors, types
 from google.genai import models as genai_models
 
-from bus._json import thaw
+from bus.json_values import thaw
 
 from ._genai_wire import wire_chunk, wire_json
 

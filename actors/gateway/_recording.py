@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from bus._json import thaw
+from bus.json_values import thaw
 from bus.messages import GenerateRequest
 
 from ._backend import Backend, BackendError, ChunkSink, open_backend

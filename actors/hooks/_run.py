@@ -4,8 +4,7 @@
 started), ``cwd`` = the input's ``cwd``, environment = the given process environment +
 ``GEMINI_PROJECT_DIR``, ``GEMINI_PLANS_DIR``, ``GEMINI_CWD``, ``GEMINI_SESSION_ID``,
 ``CLAUDE_PROJECT_DIR`` + the hook's ``env``. The same ``$VAR`` tokens in the command
-are replaced by shell-quoted values first (``expandCommand``, quoting with Gemini's
-``escapeShellArg``: :func:`actors.common.escape_shell_arg`). stdin gets
+are replaced by shell-quoted values first (``expandCommand``). stdin gets
 ``JSON.stringify(input)`` then EOF; stdout and stderr are captured.
 
 Output (``parse_hook_output``): ``text = stdout.trim() || stderr.trim()``; JSON (also a
@@ -34,6 +33,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import signal
 import subprocess
 from collections.abc import Mapping
@@ -43,7 +43,7 @@ import attrs
 import trio
 
 from actors.common import (
-    escape_shell_arg,
+    JS_WHITESPACE,
     group_has_live_members,
     js_json,
     js_number,
@@ -64,6 +64,9 @@ _REAP_S = 1.0
 _POLL_S = 0.002
 _READ_CHUNK = 65536
 
+_JS_SPACE = frozenset(JS_WHITESPACE)
+_DOUBLE_QUOTED_SPECIAL = re.compile(r'(["\\$`])')
+_BARE_SPECIAL = re.compile(r"([A-Za-z]:)?([#!\"$&'()*,:;<=>?@\[\\\]^`{|}~])")
 
 EXIT_SUCCESS = 0
 EXIT_NON_BLOCKING = 1
@@ -92,14 +95,28 @@ class HookResult:
 # ---------------------------------------------------------------------------- pure parts
 
 
+def shell_quote(arg: str) -> str:
+    """``escapeShellArg(arg, 'bash')``: '' stays empty, else ``shell-quote``'s ``quote``."""
+    if not arg:
+        return ""
+    has_space = any(c in _JS_SPACE for c in arg)
+    if "'" in arg and "!" in arg:
+        return "'" + arg.replace("'", "'\"'\"'") + "'"
+    if (has_space or '"' in arg or "\\" in arg) and "'" not in arg:
+        return "'" + arg + "'"
+    if has_space or '"' in arg or "'" in arg:
+        return '"' + _DOUBLE_QUOTED_SPECIAL.sub(r"\\\1", arg) + '"'
+    return _BARE_SPECIAL.sub(r"\1\\\2", arg)
+
+
 def expand_command(command: str, *, cwd: str, plans_dir: str, session_id: str) -> str:
     """Gemini's ``expandCommand``: the ``$VAR`` tokens, in its order, shell-quoted."""
-    escaped_cwd = escape_shell_arg(cwd)
+    escaped_cwd = shell_quote(cwd)
     return (
         command.replace("$GEMINI_PROJECT_DIR", escaped_cwd)
         .replace("$GEMINI_CWD", escaped_cwd)
-        .replace("$GEMINI_PLANS_DIR", escape_shell_arg(plans_dir))
-        .replace("$GEMINI_SESSION_ID", escape_shell_arg(session_id))
+        .replace("$GEMINI_PLANS_DIR", shell_quote(plans_dir))
+        .replace("$GEMINI_SESSION_ID", shell_quote(session_id))
         .replace("$CLAUDE_PROJECT_DIR", escaped_cwd)
     )
 

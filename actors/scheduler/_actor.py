@@ -26,7 +26,7 @@ import attrs
 import trio
 
 from bus import Bus, DeliveryError, Port
-from bus._json import thaw
+from bus.json_values import thaw
 from bus.messages import (
     ApprovalAnswered,
     ApprovalModeChanged,

@@ -3,10 +3,70 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+from actors.common import lazy_exports
 
 from ._base import OutputSink, Tool, ToolEnv
 from ._executor import ExecutorActor
+
+if TYPE_CHECKING:
+    from ._agent_defs import (
+        COMPLETE_TASK,
+        DEFAULT_MAX_DEPTH,
+        AgentDefinition,
+        AgentRegistry,
+        acknowledge,
+        agent_tool_names,
+        load_registry,
+    )
+    from ._agents import REJECTED_MESSAGE, CompleteTaskTool
+    from ._glob import GlobTool, escape_glob, glob_files
+    from ._glob import _run_glob as run_glob
+    from ._paths import (
+        FileDiscovery,
+        NodeFsError,
+        context_file_name,
+        resolve_to_real_path,
+        respect_flags,
+        validate_path_access,
+        validate_path_string,
+    )
+    from ._read_file import detect_file_type, process_single_file_content
+    from ._replace import calculate_replacement
+    from ._write_file import plans_dir
+
+# What the host and the front ends use of the tools' machinery (subagent definitions,
+# the ``@``-reference expansion, diffs, plan files), loaded on first use.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "COMPLETE_TASK": "._agent_defs",
+        "DEFAULT_MAX_DEPTH": "._agent_defs",
+        "AgentDefinition": "._agent_defs",
+        "AgentRegistry": "._agent_defs",
+        "acknowledge": "._agent_defs",
+        "agent_tool_names": "._agent_defs",
+        "load_registry": "._agent_defs",
+        "REJECTED_MESSAGE": "._agents",
+        "CompleteTaskTool": "._agents",
+        "GlobTool": "._glob",
+        "escape_glob": "._glob",
+        "glob_files": "._glob",
+        "run_glob": "._glob:_run_glob",
+        "FileDiscovery": "._paths",
+        "NodeFsError": "._paths",
+        "context_file_name": "._paths",
+        "resolve_to_real_path": "._paths",
+        "respect_flags": "._paths",
+        "validate_path_access": "._paths",
+        "validate_path_string": "._paths",
+        "detect_file_type": "._read_file",
+        "process_single_file_content": "._read_file",
+        "calculate_replacement": "._replace",
+        "plans_dir": "._write_file",
+    },
+)
 
 EXECUTOR_KINDS = {"execute": "shell", "agent": "agents"}
 """Tool kind -> executor; every other kind runs on the ``files`` executor."""
@@ -118,6 +178,30 @@ def builtin_tools(
 
 
 __all__ = [
+    "COMPLETE_TASK",
+    "DEFAULT_MAX_DEPTH",
+    "REJECTED_MESSAGE",
+    "AgentDefinition",
+    "AgentRegistry",
+    "CompleteTaskTool",
+    "FileDiscovery",
+    "GlobTool",
+    "NodeFsError",
+    "acknowledge",
+    "agent_tool_names",
+    "calculate_replacement",
+    "context_file_name",
+    "detect_file_type",
+    "escape_glob",
+    "glob_files",
+    "load_registry",
+    "plans_dir",
+    "process_single_file_content",
+    "resolve_to_real_path",
+    "respect_flags",
+    "run_glob",
+    "validate_path_access",
+    "validate_path_string",
     "GEMINI_CLASS_NAMES",
     "ExecutorActor",
     "OutputSink",

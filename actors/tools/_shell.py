@@ -77,7 +77,6 @@ import trio
 
 from actors.common import (
     descendants,
-    escape_shell_arg,
     group_has_live_members,
     js_to_fixed,
     js_trim,
@@ -210,6 +209,17 @@ def detect_command_substitution(command: str) -> bool:
     return False
 
 
+def _shell_quote_arg(arg: str) -> str:
+    """shell-quote's ``quote([arg])`` (``escapeShellArg(arg, 'bash')``)."""
+    if not arg:
+        return ""
+    if re.search(r"[\"\s\\]", arg) and "'" not in arg:
+        return "'" + arg + "'"
+    if re.search(r"[\"'\s]", arg):
+        return '"' + re.sub(r"([\"\\$`!])", r"\\\1", arg) + '"'
+    return re.sub(r"([A-Za-z]:)?([#!\"$&'()*,:;<=>?@\[\\\]^`{|}])", r"\1\\\2", arg)
+
+
 def wrap_command_for_background_pids(command: str, pid_file: str) -> str:
     """Run the command in a subshell whose EXIT trap lists the jobs it left running."""
     trimmed = js_trim(command)
@@ -218,7 +228,7 @@ def wrap_command_for_background_pids(command: str, pid_file: str) -> str:
     if trimmed.endswith("\\"):
         trimmed += " "
     return (
-        f"_bgpids_file={escape_shell_arg(pid_file)}\n(\n"
+        f"_bgpids_file={_shell_quote_arg(pid_file)}\n(\n"
         f"  trap 'jobs -p > \"$_bgpids_file\"' EXIT\n{trimmed}\n)\n__code=$?\nexit $__code"
     )
 

@@ -36,7 +36,7 @@ import attrs
 import trio
 
 from bus import Bus, DeliveryError, Port, llm_shapes
-from bus._json import thaw
+from bus.json_values import thaw
 from bus.messages import (
     BatchCancelAcknowledged,
     BatchSettled,

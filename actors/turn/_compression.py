@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 
 from actors.common import format_truncated_output, js_json, js_round, utf16_len
-from bus._json import freeze, thaw
+from bus.json_values import freeze, thaw
 
 from ._logic import is_valid_content, request_contents, user_content
 from ._tokens import estimate_tokens, history_parts, token_limit

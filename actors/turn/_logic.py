@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from bus._json import freeze, thaw
+from bus.json_values import freeze, thaw
 
 SYNTHETIC_THOUGHT_SIGNATURE = "skip_thought_signature_validator"
 INTERRUPTED_RESPONSE_PLACEHOLDER = "[The previous response was interrupted before it completed.]"

@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from bus._json import JsonValue, freeze, well_formed
+from bus.json_values import JsonValue, freeze, well_formed
 
 __all__ = ["JsonValue", "frozen_json", "json_tuple", "new_id", "text_field"]
 

@@ -24,7 +24,7 @@ def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
         "PYTHONPATH": str(ROOT),
     }
     return subprocess.run(
-        [sys.executable, "-m", "actors.cli", *args],
+        [sys.executable, "-m", "actors.frontends", *args],
         cwd=cwd,
         env=env,
         capture_output=True,

@@ -9,7 +9,7 @@ import trio
 
 from actors.gateway._backend import BackendError
 from actors.tools._agents import REJECTED_MESSAGE, final_warning
-from bus._json import thaw
+from bus.json_values import thaw
 from bus.messages import ApprovalRequested, SubagentActivity, ToolCallUpdated, TurnEnded
 
 from ._harness import (
@@ -462,8 +462,8 @@ async def test_a_crashing_child_is_the_calls_error(
 async def test_a_cancel_while_the_child_starts(
     tmp_path: Path, autojump_clock: trio.abc.Clock, monkeypatch: Any
 ) -> None:
-    from actors import runtime
-    from actors.cli import _subagents
+    from actors.host import runtime
+    from actors.host import subagents as _subagents
 
     original = runtime.supervise_session
 

@@ -60,8 +60,8 @@ def _script(path: Path) -> Path:
 
 # -- the daemon process ----------------------------------------------------------------------
 def serve(runtime: str, data: str) -> None:
-    from actors.daemon import DaemonConfig, serve
-    from actors.daemon._paths import DaemonPaths
+    from actors.frontends.daemon import DaemonConfig, serve
+    from actors.frontends.daemon.paths import DaemonPaths
     from actors.gateway import FakeResponsesBackend
     from actors.gateway._backend import ChunkSink
     from bus.messages import GenerateRequest
@@ -113,8 +113,8 @@ def _rss_kb(pid: int) -> tuple[int, int]:
 async def _clients(
     runtime: Path, workspace: Path, script: Path, sessions: int, connections: int, pid: int
 ) -> dict[str, Any]:
-    from actors.daemon._paths import DaemonPaths
-    from actors.daemon.client import DaemonClient, open_client
+    from actors.frontends.daemon.client import DaemonClient, open_client
+    from actors.frontends.daemon.paths import DaemonPaths
     from bus import Envelope
     from bus.messages import TextStreamed, TurnEnded
 

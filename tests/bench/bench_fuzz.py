@@ -3,7 +3,7 @@
 The daemon runs as ``agentbus daemon`` in its own process, its session answering from a
 fake-responses file. This process runs the legitimate client: ``TURNS`` turns one after
 the other, first alone, then while ``FUZZERS`` processes of their own send the seeded
-adversarial frames of ``tests.daemon._fuzz`` to the daemon's Unix socket as fast as it
+adversarial frames of ``tests.frontends.daemon._fuzz`` to the daemon's Unix socket as fast as it
 answers them (each must get exactly one error). Reported: the median and p90 turn
 latency (prompt to ``TurnEnded``) quiet and under the fuzz (ratio against quiet), and
 the bad frames the daemon answered per second meanwhile and the daemon's CPU each cost
@@ -32,7 +32,7 @@ from typing import Any
 import trio
 
 from tests.bench._table import record
-from tests.daemon._procs import env_for
+from tests.frontends.daemon._procs import env_for
 
 ROOT = Path(__file__).resolve().parents[2]
 TURNS = 40
@@ -48,7 +48,7 @@ def _script(path: Path, turns: int) -> Path:
 # -- a fuzzing process ---------------------------------------------------------------------------
 def fuzz_process(home: str, victim: str, seed: int) -> None:
     """Fuzz the daemon under ``home`` until stdin closes; print the frames answered."""
-    from tests.daemon._fuzz import Tally, fuzz
+    from tests.frontends.daemon._fuzz import Tally, fuzz
 
     tally = Tally()
 
@@ -72,8 +72,8 @@ def fuzz_process(home: str, victim: str, seed: int) -> None:
 
 # -- the legitimate client -------------------------------------------------------------------------
 async def _turns(home: Path, turns: int, fuzzers: int, daemon_pid: int) -> dict[str, Any]:
-    from actors.daemon._paths import DaemonPaths
-    from actors.daemon.client import open_client
+    from actors.frontends.daemon.client import open_client
+    from actors.frontends.daemon.paths import DaemonPaths
     from bus import Envelope
     from bus.messages import TurnEnded, TurnStarted
 
@@ -148,7 +148,7 @@ def bench_fuzz(turns: int = TURNS, fuzzers: int = FUZZERS) -> None:
         profile = os.environ.get("AGENTBUS_BENCH_PROFILE")
         under = ["-m", "cProfile", "-o", profile] if profile else []
         daemon = subprocess.Popen(
-            [sys.executable, *under, "-m", "actors.cli", "daemon"],
+            [sys.executable, *under, "-m", "actors.frontends", "daemon"],
             env=env_for(home),
             cwd=home / "ws",
             stdin=subprocess.DEVNULL,

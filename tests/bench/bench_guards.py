@@ -104,7 +104,7 @@ def _stream(n: int) -> FakeEntry:
 
 
 async def _turn(n: int, loop_detection: bool) -> float:
-    from actors import runtime
+    from actors.host import runtime
     from tests.turn._session import config
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -25,12 +25,12 @@ from typing import Any
 import trio
 import trio.testing
 
+from actors.frontends.replay import ReplayOptions, replay_recording
 from actors.recorder import RecorderActor, load_recording
-from actors.replay import ReplayOptions, replay_recording
 from bus import Bus
 from bus.messages import TextStreamed
 from tests.bench._table import record
-from tests.replay._session import TOOLS, ClientScript, run_session, text_entry
+from tests.frontends.replay._session import TOOLS, ClientScript, run_session, text_entry
 
 MESSAGES = 20_000
 TURNS = 20
@@ -111,8 +111,8 @@ LONG_TURNS = 300
 def _long_session() -> tuple[float, float, float, float]:
     """(bytes a turn at turns 10-20, at turns 290-300, the file's size in MB, seconds
     to load it and rebuild its history)."""
-    from actors.cli._sessions import resumable_history
-    from tests.replay._session import calls_entry
+    from actors.host.sessions import resumable_history
+    from tests.frontends.replay._session import calls_entry
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "long.jsonl"

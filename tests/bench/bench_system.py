@@ -324,10 +324,10 @@ def bench_sigint(root: Path, ours: Cli, gemini: Cli | None) -> None:
 
 
 async def _cancel_in_daemon(root: Path, runs: int) -> tuple[list[float], int]:
-    from actors.daemon.client import DaemonClient
+    from actors.frontends.daemon.client import DaemonClient
     from bus import Envelope
     from bus.messages import TurnCancelAcknowledged
-    from tests.daemon._helpers import (
+    from tests.frontends.daemon._helpers import (
         call_response,
         client_of,
         running_daemon,

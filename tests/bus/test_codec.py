@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bus import CodecError
-from bus._json import JsonValue, freeze
 from bus.codec import Envelope, decode, decode_envelope, encode, encode_envelope
+from bus.json_values import JsonValue, freeze
 from bus.messages import ALL_MESSAGES, BatchSettled, CompletedCall, Message, TextStreamed
 
 json_values = st.recursive(

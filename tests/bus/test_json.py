@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bus._json import MAX_DEPTH, JsonValueError, freeze, well_formed
 from bus.codec import decode, encode
+from bus.json_values import MAX_DEPTH, JsonValueError, freeze, well_formed
 from bus.messages import (
     ApiError,
     BatchSettled,

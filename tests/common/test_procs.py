@@ -18,7 +18,7 @@ from actors.common import (
     process_table,
     signal_group,
 )
-from tests.daemon._procs import ends_within
+from tests.frontends.daemon._procs import ends_within
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc (Linux)")
 

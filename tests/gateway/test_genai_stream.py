@@ -23,7 +23,7 @@ from actors.gateway import BackendError
 from actors.gateway import _genai_stream as genai_stream
 from actors.gateway._fake import FakeEntry
 from actors.gateway._genai import GenaiBackend, GenaiSettings
-from bus._json import freeze
+from bus.json_values import freeze
 from bus.messages import GenerateRequest
 from tests.fakes.gemini_server import FakeGeminiServer, RecordedRequest
 

@@ -23,7 +23,7 @@ from actors.gateway import GatewayActor, RetryPolicy
 from actors.gateway._fake import FakeEntry
 from actors.gateway._genai import GenaiBackend, GenaiSettings
 from bus import Bus, Port
-from bus._json import thaw
+from bus.json_values import thaw
 from bus.messages import (
     CancelGeneration,
     GenerateRequest,

@@ -11,10 +11,10 @@ from typing import Any
 import attrs
 import trio
 
-from actors import runtime
 from actors.gateway import GatewayActor, RetryPolicy
 from actors.gateway._fake import FakeEntry
 from actors.gateway._genai import GenaiBackend, GenaiSettings
+from actors.host import runtime
 from actors.tools import builtin_tools, executor_kind
 from bus import Bus
 from bus.messages import (

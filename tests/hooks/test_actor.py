@@ -18,7 +18,7 @@ import trio
 
 from actors.hooks import HookConfig, HookRunnerActor, load_hook_config
 from bus import Bus, Port
-from bus._json import thaw
+from bus.json_values import thaw
 from bus.messages import CancelHooks, HookRan, HooksFinished, RunHooks
 from bus.testing import Capture, capture_session
 

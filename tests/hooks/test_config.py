@@ -157,7 +157,7 @@ def test_disabled_list_matches_names_and_commands() -> None:
 
 
 def test_frozen_settings_are_accepted() -> None:
-    from bus._json import freeze
+    from bus.json_values import freeze
 
     config = load_hook_config(freeze(settings(BeforeAgent=[{"hooks": [cmd("true", env={"A": "b"})]}])))
     assert config.has_hooks("BeforeAgent")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_tool_command import tool, write_settings
+from tests.frontends.headless.test_tool_command import tool, write_settings
 from tests.hooks._helpers import py
 
 DUMP_INPUT = py("import sys; open('hook_input.json', 'w').write(sys.stdin.read()); print('{}')")

@@ -10,7 +10,7 @@ import trio
 
 from actors.loops import DOUBLE_CHECK_MODEL, LOOP_CHECK_MODEL, LoopDetectorActor, LoopWiring
 from bus import Bus, Envelope, Port
-from bus._json import thaw
+from bus.json_values import thaw
 from bus.messages import (
     ApiError,
     CancelGeneration,

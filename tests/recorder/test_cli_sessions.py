@@ -29,7 +29,7 @@ def run(args: list[str], cwd: Path, data: Path) -> subprocess.CompletedProcess[s
         "PYTHONPATH": str(ROOT),
     }
     return subprocess.run(
-        [sys.executable, "-m", "actors.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "actors.frontends", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
     )
 
 

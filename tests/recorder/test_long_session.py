@@ -9,10 +9,10 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from actors.cli._sessions import history_problems, resumable_history
+from actors.host.sessions import history_problems, resumable_history
 from actors.recorder import load_recording
 from bus.messages import SubmitPrompt, TurnEnded
-from tests.replay._session import ClientScript, calls_entry, run_session, text_entry
+from tests.frontends.replay._session import ClientScript, calls_entry, run_session, text_entry
 
 TURNS = 300
 RESUME_DEADLINE_S = 60.0

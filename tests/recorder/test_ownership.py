@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from actors.cli._sessions import scan_session
-from actors.daemon.client import DaemonError
+from actors.frontends.daemon.client import DaemonError
+from actors.host.sessions import scan_session
 from actors.recorder import (
     RecorderActor,
     RecorderError,
@@ -25,7 +25,7 @@ from actors.recorder import (
 )
 from bus import Bus
 from bus.messages import SessionClosed, SubscriptionEnded, TextStreamed, TurnEnded
-from tests.daemon._helpers import (
+from tests.frontends.daemon._helpers import (
     client_of,
     events_until,
     home,
@@ -158,7 +158,7 @@ def test_listing_reads_the_first_and_last_lines_only(tmp_path: Path) -> None:
 
 
 async def _short_session(rec: Path) -> None:
-    from tests.replay._session import ClientScript, run_session, text_entry
+    from tests.frontends.replay._session import ClientScript, run_session, text_entry
 
     await run_session(rec.parent, rec, [text_entry("hi")], ClientScript(prompts=("hello there",)))
 

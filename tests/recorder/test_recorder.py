@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import trio
 
-from actors import runtime
 from actors.gateway import FakeResponsesBackend, GatewayActor
+from actors.host import runtime
 from actors.recorder import (
     INTERNED,
     REDACTED,
@@ -43,7 +43,7 @@ from bus.messages import (
     TextStreamed,
     TurnEnded,
 )
-from tests.replay._session import (
+from tests.frontends.replay._session import (
     SID,
     ClientScript,
     calls_entry,

@@ -11,7 +11,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.daemon._catchup import RecordingCursor, everything, is_client_event
+from actors.frontends.daemon._catchup import RecordingCursor, everything, is_client_event
 from actors.recorder import (
     REFS_VERSION,
     ContentRefs,
@@ -25,7 +25,7 @@ from actors.recorder import (
 from bus import Envelope
 from bus.codec import encode_envelope
 from bus.messages import GenerateRequest, StartTurn
-from tests.replay._session import ClientScript, calls_entry, run_session, text_entry
+from tests.frontends.replay._session import ClientScript, calls_entry, run_session, text_entry
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "recorded"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from actors.cli._sessions import (
+from actors.host.sessions import (
     INTERRUPTED_TOOL_REASON,
     clean_message,
     close_dangling_calls,

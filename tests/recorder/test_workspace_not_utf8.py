@@ -19,7 +19,7 @@ HI = ROOT / "scenarios" / "bench" / "hi.responses"
 def agentbus(cwd: bytes, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "AGENTBUS_DATA_DIR": str(home / "data"), "GEMINI_CLI_HOME": str(home), "HOME": str(home)}
     return subprocess.run(
-        [sys.executable, "-m", "actors.cli", *args],
+        [sys.executable, "-m", "actors.frontends", *args],
         cwd=cwd,
         env=env,
         capture_output=True,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.cli import demo
+from actors.frontends import demo
 
 SCENARIOS = sorted(p.parent for p in (Path(__file__).resolve().parents[2] / "scenarios").glob("*/scenario.json"))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import attrs
 
-from actors import runtime
+from actors.host import runtime
 from actors.scheduler import ToolSpec
 from actors.tools._base import ToolEnv
 from actors.tools._replace import EditTool

@@ -8,7 +8,7 @@ live output, oversized results, real child processes), and what the client does
 (prompts, approval answers, cancels, invalid commands, closing early, a follower that
 drops and resubscribes from a sequence number).
 
-``run_session`` runs a session's real actors with ``actors.runtime.supervise_session``,
+``run_session`` runs a session's real actors with ``actors.host.runtime.supervise_session``,
 as every entry point does (session, turn, scheduler, two executors, recorder, loop
 detector), beside the real gateway actor, whose backend here plays the model script;
 then it replays the recording (``replay_problem``, invariant 5). ``check`` returns
@@ -43,16 +43,16 @@ import trio
 import trio.testing
 from hypothesis import strategies as st
 
-from actors import runtime
-from actors.daemon._catchup import RecordingCursor
+from actors.frontends.daemon._catchup import RecordingCursor
+from actors.frontends.replay import ReplayOptions, replay_recording
 from actors.gateway import BackendError, GatewayActor
+from actors.host import runtime
 from actors.recorder import Recording, load_recording
-from actors.replay import ReplayOptions, replay_recording
 from actors.scheduler import plan_waves
 from actors.tools import ToolEnv
 from actors.tools._base import OutputSink
 from bus import Bus, DeliveryError, Envelope, Port
-from bus._json import thaw
+from bus.json_values import thaw
 from bus.messages import (
     ApprovalAnswered,
     ApprovalRequested,
@@ -83,7 +83,7 @@ from bus.messages import (
     TurnCancelAcknowledged,
     TurnEnded,
 )
-from tests.replay._session import _Verdict, executor_of
+from tests.frontends.replay._session import _Verdict, executor_of
 
 SID = "explored"
 CLIENT = "client:explorer"

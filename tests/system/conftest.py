@@ -1,3 +1,3 @@
-from tests.daemon._helpers import home
+from tests.frontends.daemon._helpers import home
 
 __all__ = ["home"]

@@ -11,12 +11,12 @@ from typing import Any
 import trio
 import trio.testing
 
-from actors import runtime
-from actors.cli._sessions import conversation_of
 from actors.gateway import FakeResponsesBackend, GatewayActor
+from actors.host import runtime
+from actors.host.sessions import conversation_of
 from actors.recorder import load_recording
 from bus import Bus
-from bus._json import thaw
+from bus.json_values import thaw
 from bus.messages import (
     AddContext,
     CloseSession,

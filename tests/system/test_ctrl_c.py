@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon._helpers import alive
+from tests.frontends.daemon._helpers import alive
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,7 +34,7 @@ def test_signal_during_a_tool_cancels_everything_and_exits_130(tmp_path: Path, s
     os.mkfifo(fifo)
     data = tmp_path / "data"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "actors.cli", "-p", "go", "-m", "gemini-2.5-flash", "-y", "-o", "stream-json",
+        [sys.executable, "-m", "actors.frontends", "-p", "go", "-m", "gemini-2.5-flash", "-y", "-o", "stream-json",
          "--fake-responses", str(fixture_running(tmp_path, fifo))],
         cwd=tmp_path,
         env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GEMINI_API_KEY": "fake",

@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from bus.planted import planting
-from tests.daemon._helpers import (
+from tests.frontends.daemon._helpers import (
     alive,
     call_response,
     client_of,

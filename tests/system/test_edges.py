@@ -33,18 +33,18 @@ import trio
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from actors import runtime
-from actors.cli import _tool
-from actors.cli._context import session_context
+from actors.frontends import tool as _tool
 from actors.gateway import BackendError, GatewayActor
 from actors.gateway._errors import http_error, parse_google_error
+from actors.host import runtime
+from actors.host.context import session_context
 from actors.loops._logic import parse_llm_answer
 from actors.recorder import load_recording
 from actors.tools import ToolEnv, builtin_tools
 from actors.turn._logic import parse_classifier_choice
 from actors.turn._next_speaker import parse_answer as parse_next_speaker
 from bus import Bus, Envelope
-from bus._json import well_formed
+from bus.json_values import well_formed
 from bus.messages import (
     ApprovalAnswered,
     ApprovalRequested,
@@ -58,7 +58,7 @@ from bus.messages import (
     ToolResult,
     TurnEnded,
 )
-from tests.daemon._helpers import (
+from tests.frontends.daemon._helpers import (
     client_of,
     events_until,
     running_daemon,
@@ -497,7 +497,7 @@ def test_headless_runs_in_a_workspace_with_a_file_name_that_is_not_utf8(workspac
     home = workspace.parent / "home"
     home.mkdir()
     proc = subprocess.run(
-        [sys.executable, "-m", "actors.cli", "-p", b"hi \xff", "-m", "gemini-2.5-flash", "--fake-responses", str(ROOT / "scenarios" / "bench" / "hi.responses")],
+        [sys.executable, "-m", "actors.frontends", "-p", b"hi \xff", "-m", "gemini-2.5-flash", "--fake-responses", str(ROOT / "scenarios" / "bench" / "hi.responses")],
         cwd=workspace,
         env={
             "PATH": os.environ["PATH"],

@@ -10,10 +10,10 @@ from typing import Any
 
 import trio
 
-from actors import runtime
 from actors.gateway import FakeResponsesBackend, GatewayActor
 from actors.gateway._fake import FakeEntry
 from actors.hooks import load_hook_config
+from actors.host import runtime
 from actors.tools import ToolEnv
 from bus import Bus
 from bus.messages import (

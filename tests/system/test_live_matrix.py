@@ -36,15 +36,15 @@ from typing import Any
 import pytest
 import trio
 
-from actors.daemon._paths import DaemonPaths
-from actors.daemon.client import open_client
+from actors.frontends.daemon.client import open_client
+from actors.frontends.daemon.paths import DaemonPaths
 from actors.gateway._fake import FakeEntry
 from bus import Envelope
 from bus.messages import ApprovalRequested, BatchSettled, TextStreamed, TurnEnded
-from tests.acp._client import Client as AcpClient
-from tests.daemon._helpers import call_response, text_response
-from tests.daemon._procs import env_for
 from tests.fakes.gemini_server import FakeGeminiServer, Fault, RecordedRequest
+from tests.frontends.acp._client import Client as AcpClient
+from tests.frontends.daemon._helpers import call_response, text_response
+from tests.frontends.daemon._procs import env_for
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "gemini-2.5-flash"
@@ -107,7 +107,7 @@ def client_env(root: Path, server: FakeGeminiServer) -> dict[str, str]:
 
 
 def agentbus_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "actors.cli", *args]
+    return [sys.executable, "-m", "actors.frontends", *args]
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ from typing import Any
 
 import trio
 
-from actors import runtime
 from actors.gateway import FakeResponsesBackend, GatewayActor
 from actors.gateway._fake import FakeEntry
+from actors.host import runtime
 from actors.recorder import load_recording
 from actors.tools import ToolEnv
 from bus import Bus

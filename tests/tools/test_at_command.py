@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.cli._at_command import expand_at_references, parse_at_commands
+from actors.host.at_command import expand_at_references, parse_at_commands
 from actors.tools._base import ToolEnv
 
 HEADER = {"text": "\n--- Content from referenced files ---"}

@@ -66,7 +66,7 @@ async def test_outside_plan_mode_paths_are_the_workspaces(tmp_path: Path) -> Non
 
 
 def test_the_session_setup_gives_tools_the_sessions_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from actors.cli._setup import session_setup
+    from actors.host.setup import session_setup
 
     monkeypatch.setenv("GEMINI_CLI_HOME", str(tmp_path))
 
@@ -81,7 +81,7 @@ def test_the_session_setup_gives_tools_the_sessions_mode(tmp_path: Path, monkeyp
 
 
 def test_plan_mode_declarations_say_where_plans_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from actors.cli._setup import agent_wiring, session_setup
+    from actors.host.setup import agent_wiring, session_setup
 
     monkeypatch.setenv("GEMINI_CLI_HOME", str(tmp_path))
 

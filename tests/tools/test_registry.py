@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from actors.cli._args import HeadlessArgs
-from actors.cli._headless import prepare
+from actors.frontends.headless._headless import prepare
+from actors.host.args import HeadlessArgs
 from actors.tools import REGISTRY_ORDER, builtin_tools
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,15 +12,15 @@ from typing import Any
 
 import trio
 
-from actors import runtime
 from actors.gateway import FakeResponsesBackend, GatewayActor
 from actors.gateway._fake import FakeEntry
+from actors.host import runtime
 from actors.tools import ToolEnv
 from actors.tools._http import Resolver
 from actors.tools._web_fetch import WebFetchTool
 from actors.tools._web_search import WebSearchTool
 from bus import Bus
-from bus._json import thaw
+from bus.json_values import thaw
 from bus.messages import BatchSettled, CloseSession, SessionClosed, SubmitPrompt, TurnEnded
 from bus.testing import capture_session
 

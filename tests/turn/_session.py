@@ -10,9 +10,9 @@ from typing import Any
 import attrs
 import trio
 
-from actors import runtime
 from actors.gateway import FakeResponsesBackend, GatewayActor
 from actors.gateway._fake import FakeEntry
+from actors.host import runtime
 from bus import Bus
 from bus.messages import CloseSession, GenerateRequest, SessionClosed, SubmitPrompt, TurnEnded
 from bus.testing import Capture, capture_session

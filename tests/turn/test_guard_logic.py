@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from actors.turn import _compression as comp
 from actors.turn import _next_speaker as ns
 from actors.turn._tokens import estimate_tokens, overflow_message, token_limit
-from bus._json import thaw
+from bus.json_values import thaw
 
 
 # -- tokens ----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from actors.turn._actor import (
 from actors.turn._compression import COMPRESSION_INSTRUCTION, SUMMARY_ACKNOWLEDGEMENT
 from actors.turn._logic import INTERRUPTED_RESPONSE_PLACEHOLDER
 from actors.turn._next_speaker import CONTINUE_PROMPT
-from bus._json import thaw
+from bus.json_values import thaw
 from bus.messages import (
     CheckLoop,
     HistoryCompressed,

@@ -39,7 +39,7 @@ def run(tmp_path: Path, settings: dict[str, Any], streams: list[list[dict[str, A
         "PYTHONPATH": str(ROOT),
     }
     return subprocess.run(
-        [sys.executable, "-m", "actors.cli", "-m", "gemini-2.5-flash", "--fake-responses", str(fixture),
+        [sys.executable, "-m", "actors.frontends", "-m", "gemini-2.5-flash", "--fake-responses", str(fixture),
          "-p", "list it", "-o", fmt],
         cwd=tmp_path,
         env=env,

@@ -1,3 +1,0 @@
-from . import console_main
-
-console_main()

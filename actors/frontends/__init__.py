@@ -1,0 +1,76 @@
+"""agentbus command line: headless runs and the other entry points."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+SUBCOMMANDS = ("daemon", "chat", "acp", "replay", "tool", "agents")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(args)
+    except BaseException as exc:
+        from actors.host.errors import exit_status
+
+        prog = f"agentbus {args[0]}" if args and args[0] in SUBCOMMANDS else "agentbus"
+        status = exit_status(exc, prog, sys.stderr)
+        if status is None:
+            raise
+        return status
+
+
+def _dispatch(args: list[str]) -> int:
+    if args and args[0] == "replay":
+        from actors.frontends.replay import main as replay_main
+
+        return replay_main(args[1:])
+    if args and args[0] == "daemon":
+        from actors.frontends.daemon import main as daemon_main
+
+        return daemon_main(args[1:])
+    if args and args[0] == "chat":
+        from actors.frontends.chat import main as chat_main
+
+        return chat_main(args[1:])
+    if args and args[0] == "acp":
+        from actors.frontends.acp import main as acp_main
+
+        return acp_main(args[1:])
+    if args and args[0] == "agents":
+        from actors.frontends.agents import main as agents_main
+
+        return agents_main(args[1:])
+    if args and args[0] == "tool":
+        from actors.frontends.tool import main as tool_main
+
+        return tool_main(args[1:])
+    if args and args[0] in SUBCOMMANDS:
+        sys.stderr.write(f"agentbus {args[0]}: not available in this version yet\n")
+        return 2
+    from actors.frontends.headless import report_fatal, run_headless
+    from actors.host.args import build_parser, parse_headless
+    from actors.host.errors import FatalError, UsageError
+    from actors.host.settings import workspace_settings
+
+    try:
+        settings = workspace_settings()  # like Gemini CLI: before the flags are read
+    except FatalError as exc:
+        return report_fatal(exc, "text", session_id="")
+    try:
+        parsed = parse_headless(args)
+    except UsageError as exc:
+        sys.stderr.write(f"{exc.message}\n\n")
+        build_parser().print_help(sys.stderr)
+        return exc.exit_code
+    if parsed.list_sessions or parsed.delete_session is not None:
+        from actors.host.sessions import session_command
+
+        return session_command(parsed)
+    return run_headless(parsed, settings)
+
+
+def console_main() -> None:
+    sys.exit(main())

@@ -1,0 +1,3 @@
+from actors.frontends import console_main
+
+console_main()

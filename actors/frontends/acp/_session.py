@@ -1,0 +1,853 @@
+"""One ACP session: a client of its session's actors on the bus, like the headless run.
+
+``AcpSession`` is what every ACP session does (the view, prompts, cancels, permissions);
+``BusSession`` runs the session's actors in this process and is described here;
+``_attach.AttachedSession`` follows a session of the daemon instead (``--attach``).
+
+Accepts: every message of its session, as an observer (``SessionView`` maps them to ACP);
+at its address ``client:acp:<session id>``, ``ReadTextFile``/``WriteTextFile`` from the
+session's executors (it is their ``FileAccess``: served by the ACP client's ``fs/*``
+when it offers them for that path, else by the local disk), ``HooksFinished``, and
+``BatchSettled`` of the user's own calls.
+Emits: ``OpenSession``, ``SubmitPrompt``, ``CancelTurn``, ``ConfigureSession``,
+``AddContext``, ``CloseSession`` and ``RunHooks`` (SessionStart/SessionEnd) to the
+session's actors, ``ApprovalAnswered`` and the user's calls (``ScheduleBatch`` of one
+``client_initiated`` call, ``CancelBatch``) to its scheduler, ``FileAccessed`` to
+executors; ``session/update`` notifications and ``session/request_permission`` /
+``fs/*`` requests to the ACP client.
+
+The user's own calls: a prompt ``/tool NAME {json}`` or ``/shell COMMAND`` runs the
+call through the scheduler as the user's (policy, approvals through
+``session/request_permission``, ``session/cancel`` kills it); the client sees it as a
+``tool_call`` with its updates, the model never sees it, and the prompt ends
+``end_turn`` (``cancelled`` when it was cancelled). ``/tool!`` and ``/shell!`` also add
+the result to the conversation (``AddContext``), so the next prompt carries it.
+Owns: the session's actors (``runtime.supervise_session``), its model gateway (one per
+session: a fake-responses file restarts at its first line for every session, as in
+Gemini CLI), the view, and the waiters of its pending ``session/prompt`` and
+``session/set_mode`` requests.
+Stops: ``close()`` sends ``CloseSession`` (a running turn is cancelled first) and the
+session ends after ``SessionClosed``; or the connection's hard cancel. Pending prompts
+are answered with an error, never left waiting.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+import attrs
+import trio
+
+from actors.frontends.acp._present import OUTCOMES, Presenter
+from actors.frontends.acp._protocol import (
+    AGENT_VERSION,
+    COMMANDS,
+    USER_CALL_COMMANDS,
+    ClientCapabilities,
+    approval_mode_of,
+    mode_id,
+)
+from actors.frontends.acp._rpc import AUTH_REQUIRED, INTERNAL_ERROR, RESOURCE_NOT_FOUND, RpcError
+from actors.frontends.acp._view import (
+    AskPermission,
+    Closed,
+    Configured,
+    Effect,
+    NeedOriginal,
+    PromptDone,
+    SessionView,
+    TurnBegan,
+    Update,
+    collapse_replay,
+    zero_quota,
+)
+from actors.gateway import GatewayActor
+from actors.host import runtime
+from actors.host import settings as _settings
+from actors.host.args import HeadlessArgs
+from actors.host.at_command import expand_at_references
+from actors.host.backend import make_backend
+from actors.host.errors import FatalError, cause_of, error_text
+from actors.host.sessions import resumable_history
+from actors.host.setup import (
+    approval_mode_from,
+    environment_context,
+    model_from,
+    open_interactive_session,
+    print_warnings,
+    session_config,
+    session_setup,
+)
+from actors.host.user_calls import SHELL_TOOL, context_parts, parse_tool_call, ran
+from actors.recorder import Recording, default_data_dir, recording_path
+from bus import Bus, DeliveryError
+from bus.json_values import thaw
+from bus.messages import (
+    AddContext,
+    ApprovalAnswered,
+    ApprovalRequested,
+    BatchSettled,
+    CancelBatch,
+    CancelTurn,
+    CloseSession,
+    CompletedCall,
+    ConfigureSession,
+    FileAccessed,
+    HooksFinished,
+    Message,
+    ReadTextFile,
+    RunHooks,
+    ScheduleBatch,
+    SessionConfigured,
+    SessionOpened,
+    SubmitPrompt,
+    ToolCallRequest,
+    WriteTextFile,
+    new_id,
+)
+
+SUBSCRIPTION_CAPACITY = 4096
+"""The front end's view of the bus (a blocking observer: a client that stops reading
+slows its own session down, nothing is dropped). The pump never sends on the bus
+itself, so it cannot wait on its own full buffer."""
+CLOSE_GRACE_S = 2.0
+
+T = TypeVar("T")
+
+
+class Peer(Protocol):
+    """What a session needs from its ACP connection."""
+
+    client_caps: ClientCapabilities
+    auth_type: str | None
+
+    async def notify(self, method: str, params: Any) -> None: ...
+
+    async def request(self, method: str, params: Any) -> Any: ...
+
+
+@attrs.frozen(kw_only=True)
+class AcpOptions:
+    """``agentbus acp`` flags that shape its sessions."""
+
+    model: str | None = None
+    approval_mode: str | None = None
+    yolo: bool = False
+    fake_responses: str | None = None
+    fake_responses_non_strict: str | None = None
+    record_responses: str | None = None
+    data_dir: Path | None = None
+    policy: tuple[str, ...] = ()
+    allowed_tools: tuple[str, ...] = ()
+    debug: bool = False
+    attach: bool = False
+    """Run sessions in the agentbus daemon (``--attach``) instead of in this process."""
+    daemon_paths: Any = None
+    """The daemon's ``DaemonPaths`` (None: ``actors.frontends.daemon.default_paths()``)."""
+
+    def data_directory(self) -> Path:
+        return self.data_dir if self.data_dir is not None else default_data_dir()
+
+
+class Waiter(Generic[T]):
+    """One answer, awaited by one task (a pending ``session/prompt``...)."""
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+        self._value: T | None = None
+        self._error: BaseException | None = None
+
+    def set(self, value: T) -> None:
+        if not self._event.is_set():
+            self._value = value
+            self._event.set()
+
+    def fail(self, error: BaseException) -> None:
+        if not self._event.is_set():
+            self._error = error
+            self._event.set()
+
+    async def wait(self) -> T:
+        await self._event.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+
+@attrs.frozen(kw_only=True)
+class Started:
+    """What ``session/new`` and ``session/load`` answer with, once the session runs."""
+
+    approval_mode: str
+    model: str
+    replay: tuple[Mapping[str, Any], ...] = ()
+
+
+def replay_of(recording: Recording, presenter: Presenter, view: SessionView | None = None) -> list[dict[str, Any]]:
+    """A recording as the ACP updates ``session/load`` replays; ``view``: the replay
+    view to feed (a session followed on from the recording's end goes on with it, so
+    it knows the calls the replay showed)."""
+    view = view if view is not None else SessionView(presenter, replay=True)
+    updates: list[Mapping[str, Any]] = []
+    for env in recording.envelopes:
+        for effect in view.feed(env.message):
+            if isinstance(effect, Update):
+                updates.append(effect.update)
+    return collapse_replay(updates)
+
+
+def recorded_settings(recording: Recording) -> tuple[str | None, str | None]:
+    """The approval mode and model a recorded session last ran with."""
+    mode = model = None
+    for env in recording.envelopes:
+        msg = env.message
+        if isinstance(msg, SessionOpened | SessionConfigured):
+            mode, model = msg.approval_mode, msg.model
+    return mode, model
+
+
+class AcpSession:
+    """What every ACP session does, whatever runs its actors: the view, the waiters of
+    pending requests, prompts and local commands, cancels, permissions, the original
+    text of an edit. Subclasses connect it to the actors (``BusSession``: in this
+    process; ``AttachedSession``: in the daemon)."""
+
+    def __init__(self, peer: Peer, options: AcpOptions, *, session_id: str, workspace: Path) -> None:
+        self.peer = peer
+        self.options = options
+        self.session_id = session_id
+        self.workspace = workspace
+        self.address = f"client:acp:{session_id}"
+        self.view: SessionView | None = None
+        self._nursery: trio.Nursery | None = None
+        self._env: Any = None
+        self._tools: Mapping[str, Any] = {}
+        self._prompts: dict[str, Waiter[Mapping[str, Any]]] = {}
+        self._configures: dict[str, Waiter[Configured]] = {}
+        self._call_waiters: dict[str, Waiter[CompletedCall]] = {}
+        """The user's own calls waiting for their ``BatchSettled`` (in-process)."""
+        self._cancel_on_start: set[str] = set()
+        self._cancelled_turns: set[str] = set()
+        self._user_calls: set[str] = set()
+        """Request ids of the user's own calls still running."""
+        self._running_turn: str | None = None
+        self._answer_routes: dict[str, tuple[str, str]] = {}
+        self._closing = False
+        self._closed = trio.Event()
+        self.started = False
+        """``run`` handed back ``Started``: failures after that end this session only."""
+
+    # -- what a subclass provides -----------------------------------------------------------
+    async def run(self, *, task_status: trio.TaskStatus[Started] = trio.TASK_STATUS_IGNORED) -> None:
+        raise NotImplementedError
+
+    async def close(self, reason: str) -> None:
+        raise NotImplementedError
+
+    def _ready(self) -> bool:
+        return self._nursery is not None and not self._closing and not self._closed.is_set()
+
+    async def _submit(self, prompt_id: str, parts: tuple[Any, ...], text: str) -> None:
+        raise NotImplementedError
+
+    async def _send_cancel(self, turn_id: str) -> None:
+        raise NotImplementedError
+
+    async def _send_answer(self, correlation_id: str, outcome: str) -> None:
+        raise NotImplementedError
+
+    async def _send_configure(self, request_id: str, approval_mode: str | None, model: str | None) -> None:
+        raise NotImplementedError
+
+    async def _call_tool(self, request_id: str, name: str, args: dict[str, Any], share: bool) -> tuple[CompletedCall, bool]:
+        """Run the user's own call; its settled form, and whether it was added to the
+        conversation."""
+        raise NotImplementedError
+
+    async def _cancel_call(self, request_id: str) -> None:
+        raise NotImplementedError
+
+    # -- requests from the client ------------------------------------------------------------
+    async def prompt(self, blocks: list[dict[str, Any]]) -> Mapping[str, Any]:
+        if not self._ready():
+            raise RpcError(INTERNAL_ERROR, "the session is closed")
+        command = command_text(blocks)
+        if command.startswith("/"):
+            words = command[1:].split(maxsplit=1)
+            name = words[0] if words else ""
+            if name in USER_CALL_COMMANDS:
+                return await self._user_call(name, words[1] if len(words) > 1 else "")
+            if name in {c.name for c in COMMANDS}:
+                await self._say(self._command(name))
+                return {"stopReason": "end_turn", "_meta": zero_quota()}
+        text, extra = prompt_parts(blocks)
+        parts = await trio.to_thread.run_sync(
+            lambda: expand_at_references(text, self.workspace, env=self._env, glob_available="glob" in self._tools)
+            if text
+            else []
+        )
+        prompt_id = new_id()
+        waiter: Waiter[Mapping[str, Any]] = Waiter()
+        self._prompts[prompt_id] = waiter
+        await self._submit(prompt_id, (*parts, *extra), text)
+        return await waiter.wait()
+
+    async def _say(self, text: str) -> None:
+        await self._notify({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+
+    async def _user_call(self, command: str, rest: str) -> Mapping[str, Any]:
+        """``/tool NAME {json}``, ``/shell COMMAND`` (``!``: shared with the model)."""
+        share = command.endswith("!")
+        try:
+            if command.startswith("shell"):
+                if not rest.strip():
+                    raise ValueError("name the command: COMMAND")
+                name, args = SHELL_TOOL, {"command": rest.strip()}
+            else:
+                name, args = parse_tool_call(rest)
+        except ValueError as exc:
+            # Bad input: one line, nothing runs, the session is unaffected.
+            await self._say(f"/{command}: {exc}")
+            return {"stopReason": "end_turn", "_meta": zero_quota()}
+        request_id = new_id()
+        self._user_calls.add(request_id)
+        try:
+            call, added = await self._call_tool(request_id, name, args, share)
+        finally:
+            self._user_calls.discard(request_id)
+        if added:
+            await self._say("The result was added to the conversation: your next prompt carries it.")
+        elif share:
+            await self._say("Nothing was added to the conversation: the call did not run.")
+        if call.status == "cancelled":
+            return {"stopReason": "cancelled"}
+        return {"stopReason": "end_turn", "_meta": zero_quota()}
+
+    def cancel(self) -> None:
+        """``session/cancel``: the running turn, and prompts sent before the cancel that
+        have not started yet, end cancelled; so do the user's own calls."""
+        self._cancel_on_start |= set(self._prompts)
+        if self._running_turn is not None:
+            self._cancel_turn(self._running_turn)
+        if self._nursery is not None:
+            for request_id in self._user_calls:
+                self._nursery.start_soon(self._cancel_call, request_id)
+
+    def _cancel_turn(self, turn_id: str) -> None:
+        if turn_id in self._cancelled_turns or self._nursery is None:
+            return
+        self._cancelled_turns.add(turn_id)
+        self._nursery.start_soon(self._send_cancel, turn_id)
+
+    async def configure(self, *, mode: str | None = None, model: str | None = None) -> Configured:
+        if not self._ready():
+            raise RpcError(INTERNAL_ERROR, "the session is closed")
+        approval_mode = approval_mode_of(mode) if mode is not None else None
+        request_id = new_id()
+        waiter: Waiter[Configured] = Waiter()
+        self._configures[request_id] = waiter
+        await self._send_configure(request_id, approval_mode, model)
+        return await waiter.wait()
+
+    def _command(self, name: str) -> str:
+        view = self.view
+        if name == "about":
+            return (
+                "agentbus Info:\n"
+                f"- Version: {AGENT_VERSION}\n"
+                f"- OS: {sys.platform}\n"
+                f"- Model: {view.model if view else ''}\n"
+                f"- Mode: {mode_id(view.approval_mode) if view else ''}\n"
+                f"- Workspace: {self.workspace}"
+            )
+        lines = ["Available commands:"] + [
+            f"  /{c.name}{' ' + c.hint if c.hint else ''} - {c.description}" for c in COMMANDS
+        ]
+        return "\n".join(lines)
+
+    def _fail_waiters(self, why: str = "the session closed") -> None:
+        gone = RpcError(INTERNAL_ERROR, why)
+        for call in self._call_waiters.values():
+            call.fail(gone)
+        self._call_waiters.clear()
+        for prompt in self._prompts.values():
+            prompt.fail(gone)
+        for configured in self._configures.values():
+            configured.fail(gone)
+        self._prompts.clear()
+        self._configures.clear()
+
+    # -- the session's events -----------------------------------------------------------------
+    async def _notify(self, update: Mapping[str, Any]) -> None:
+        await self.peer.notify("session/update", {"sessionId": self.session_id, "update": update})
+
+    async def _feed(self, msg: Message) -> None:
+        assert self.view is not None
+        if isinstance(msg, ApprovalRequested) and msg.answer_to:
+            # A subagent's approval: its own scheduler takes the answer.
+            self._answer_routes[msg.correlation_id] = (msg.answer_to, msg.answer_session_id or msg.session_id)
+        for effect in self.view.feed(msg):
+            await self._apply(effect)
+
+    async def _apply(self, effect: Effect) -> None:
+        assert self.view is not None and self._nursery is not None
+        match effect:
+            case Update(update=update):
+                await self._notify(update)
+            case NeedOriginal(call_id=call_id, path=path):
+                original = await self._read_original(path)
+                for follow in self.view.original_read(call_id, original):
+                    await self._apply(follow)
+            case AskPermission():
+                self._nursery.start_soon(self._ask, effect)
+            case TurnBegan(prompt_id=prompt_id, turn_id=turn_id):
+                self._running_turn = turn_id
+                if prompt_id in self._cancel_on_start:
+                    self._cancel_turn(turn_id)
+            case PromptDone(prompt_id=prompt_id, result=result, error=error):
+                self._running_turn = None
+                self._cancel_on_start.discard(prompt_id)
+                prompt = self._prompts.pop(prompt_id, None)
+                if prompt is not None:
+                    if error is not None:
+                        prompt.fail(error)
+                    else:
+                        prompt.set(result or {"stopReason": "end_turn"})
+            case Configured(request_id=request_id):
+                configured = self._configures.pop(request_id, None)
+                if configured is not None:
+                    configured.set(effect)
+            case Closed():
+                self._closed.set()
+
+    async def _ask(self, ask: AskPermission) -> None:
+        """``session/request_permission``, its answer to the scheduler."""
+        try:
+            answer = await self.peer.request(
+                "session/request_permission",
+                {"sessionId": self.session_id, "options": [dict(o) for o in ask.options], "toolCall": dict(ask.tool_call)},
+            )
+            outcome = answer.get("outcome") if isinstance(answer, dict) else None
+            chosen = (
+                "cancelled"
+                if not isinstance(outcome, dict) or outcome.get("outcome") == "cancelled"
+                else str(outcome.get("optionId"))
+            )
+        except RpcError:
+            chosen = "cancel"  # the client cannot answer: the call is rejected
+        if chosen == "cancelled":
+            # The client cancelled the prompt turn (the spec's only use of it): the turn's
+            # cancel settles the call, the same way whichever message arrives first.
+            self.cancel()
+            return
+        await self._send_answer(ask.correlation_id, chosen if chosen in OUTCOMES else "cancel")
+
+    # -- files ----------------------------------------------------------------------------------
+    def client_serves(self, path: str, *, write: bool) -> bool:
+        """The ACP client answers for ``path`` (Gemini CLI: files of the workspace, not
+        its own ``~/.gemini`` state) when it offered that operation."""
+        caps = self.peer.client_caps
+        if not (caps.write_text_file if write else caps.read_text_file):
+            return False
+        return within(path, str(self.workspace)) and not within(path, os.path.expanduser("~/.gemini"))
+
+    async def _read_original(self, path: str) -> str:
+        """The current text of a file an edit would change; "" when it does not exist
+        (a client's -32002 included) or cannot be read."""
+        try:
+            return await self._read(path)
+        except (RpcError, OSError):
+            return ""
+
+    async def _read(self, path: str) -> str:
+        if self.client_serves(path, write=False):
+            result = await self.peer.request("fs/read_text_file", {"sessionId": self.session_id, "path": path})
+            content = result.get("content") if isinstance(result, dict) else None
+            if not isinstance(content, str):
+                raise RpcError(INTERNAL_ERROR, "fs/read_text_file answered without content")
+            return content
+        return await trio.to_thread.run_sync(_read_local, path)
+
+
+class BusSession(AcpSession):
+    """A session whose actors run in this process, on the connection's bus (see the
+    module doc)."""
+
+    def __init__(
+        self,
+        peer: Peer,
+        bus: Bus,
+        options: AcpOptions,
+        *,
+        session_id: str,
+        workspace: Path,
+        recording: Recording | None = None,
+    ) -> None:
+        super().__init__(peer, options, session_id=session_id, workspace=workspace)
+        self.bus = bus
+        self.recording = recording
+        self.gateway_address = f"gateway:{session_id}"
+        self.addrs: runtime.SessionAddresses | None = None
+        self._port: Any = None
+        self._hooks: dict[str, Waiter[Any]] = {}
+
+    # -- life cycle -------------------------------------------------------------------------
+    async def run(self, *, task_status: trio.TaskStatus[Started] = trio.TASK_STATUS_IGNORED) -> None:
+        o = self.options
+        try:
+            settings = _settings.load_settings(self.workspace)
+        except FatalError as exc:
+            raise RpcError(INTERNAL_ERROR, exc.message) from None
+        approval = approval_mode_from(o.approval_mode, o.yolo, settings)
+        model = model_from(o.model, settings)
+        history: Sequence[Any] = ()
+        if self.recording is not None:
+            history = resumable_history(self.recording)
+            # A loaded session keeps its recorded mode and model unless flags say otherwise.
+            recorded_mode, recorded_model = recorded_settings(self.recording)
+            if recorded_mode and not (o.approval_mode or o.yolo):
+                approval = recorded_mode
+            if recorded_model and not o.model:
+                model = recorded_model
+        try:
+            setup = session_setup(
+                workspace=self.workspace,
+                settings=settings,
+                session_id=self.session_id,
+                model=model,
+                approval_mode=approval,
+                interactive=True,
+                policy_paths=o.policy,
+                allowed_tools=o.allowed_tools,
+            )
+        except FatalError as exc:
+            raise RpcError(INTERNAL_ERROR, exc.message) from None
+        print_warnings(setup)
+        presenter = Presenter(setup.tools, setup.env)
+        replay = replay_of(self.recording, presenter) if self.recording is not None else []
+        backend = self._backend(settings)
+        cfg = session_config(
+            setup,
+            history=(environment_context(setup), *history),
+            recording=recording_path(o.data_directory(), self.session_id),
+            settings=settings,
+        )
+        caps = self.peer.client_caps
+        cfg = attrs.evolve(
+            cfg,
+            **runtime.guard_settings(settings),
+            gateway_address=self.gateway_address,
+            file_access_address=self.address if (caps.read_text_file or caps.write_text_file) else None,
+        )
+        self._env, self._tools = setup.env, setup.tools
+        self.view = SessionView(presenter, approval_mode=approval, model=model)
+        sub: Any = None
+        ended = "the session closed"
+        try:
+            async with trio.open_nursery() as actors:
+                await actors.start(GatewayActor(self.bus, backend, address=self.gateway_address).run)
+                self._port = self.bus.connect(self.address)
+                self.addrs = await actors.start(runtime.supervise_session, self.bus, cfg)
+                # After the supervisor: the recorder must be the session's first observer.
+                sub = self.bus.subscribe(self.session_id, "acp", policy="block", capacity=SUBSCRIPTION_CAPACITY)
+                async with trio.open_nursery() as helpers:
+                    # Our own tasks (pump, inbox, permission requests, sends) end with
+                    # the session; its actors finish on their own after SessionClosed.
+                    self._nursery = helpers
+                    source = "resume" if self.recording is not None else "startup"
+                    # SessionStart hooks first, before our inbox task reads the port:
+                    # their context opens the history, as in the daemon's sessions.
+                    await open_interactive_session(self._port, self.addrs, cfg, source)
+                    helpers.start_soon(self._inbox)
+                    helpers.start_soon(self._pump, sub)
+                    self.started = True
+                    task_status.started(Started(approval_mode=approval, model=model, replay=tuple(replay)))
+                    await self._closed.wait()
+                    helpers.cancel_scope.cancel()
+                # The gateway's inbox closes: it finishes, as the session's actors do.
+                self.bus.unsubscribe(sub)
+                self._port.close()
+                self.bus.disconnect(self.gateway_address)
+        except BaseException as exc:
+            if isinstance(cause := cause_of(exc), Exception):  # not the connection's cancel
+                ended = f"the session stopped: {error_text(cause)}"  # what a waiting prompt is told
+            raise
+        finally:
+            # Also when the session could not start: loading it again (once its cause
+            # is mended) claims the same addresses.
+            if sub is not None:
+                self.bus.unsubscribe(sub)
+            if self._port is not None:
+                self._port.close()
+            self.bus.disconnect(self.gateway_address)
+            self._closed.set()
+            self._fail_waiters(ended)
+            for hook in self._hooks.values():
+                hook.fail(RpcError(INTERNAL_ERROR, "the session closed"))
+            self._hooks.clear()
+
+    def _backend(self, settings: Mapping[str, Any]) -> Any:
+        o = self.options
+        args = HeadlessArgs(
+            fake_responses=o.fake_responses,
+            fake_responses_non_strict=o.fake_responses_non_strict,
+            record_responses=o.record_responses,
+        )
+        if self.peer.auth_type:
+            settings = _settings.deep_merge(settings, {"security": {"auth": {"selectedType": self.peer.auth_type}}})
+        try:
+            return make_backend(args, settings)
+        except FatalError as exc:
+            live = not (o.fake_responses or o.fake_responses_non_strict)
+            raise RpcError(AUTH_REQUIRED if live else INTERNAL_ERROR, exc.message) from None
+
+    async def close(self, reason: str) -> None:
+        """End the session (a running turn is cancelled first); returns once it ended."""
+        if self._closing or self.addrs is None or self._closed.is_set():
+            await self._closed.wait()
+            return
+        self._closing = True
+        with trio.move_on_after(CLOSE_GRACE_S):
+            await self._run_hooks("SessionEnd", "exit", {"reason": "exit"})
+        await self._send(CloseSession(session_id=self.session_id, reason=reason), self.addrs.session)
+        await self._closed.wait()
+
+    # -- the bus side -------------------------------------------------------------------------
+    async def _send(self, msg: Message, to: str) -> None:
+        assert self._port is not None
+        try:
+            await self._port.send(msg, to=to)
+        except DeliveryError:
+            pass  # the session is ending; its pending waiters are failed then
+
+    async def _submit(self, prompt_id: str, parts: tuple[Any, ...], text: str) -> None:
+        assert self.addrs is not None
+        await self._send(
+            SubmitPrompt(session_id=self.session_id, prompt_id=prompt_id, parts=parts, display_text=text),
+            self.addrs.session,
+        )
+
+    async def _send_cancel(self, turn_id: str) -> None:
+        assert self.addrs is not None
+        await self._send(
+            CancelTurn(
+                session_id=self.session_id, turn_id=turn_id, reason="cancelled by the ACP client", requested_by=self.address
+            ),
+            self.addrs.session,
+        )
+
+    async def _send_answer(self, correlation_id: str, outcome: str) -> None:
+        assert self.addrs is not None
+        to, session_id = self._answer_routes.pop(correlation_id, (self.addrs.scheduler, self.session_id))
+        await self._send(
+            ApprovalAnswered(session_id=session_id, correlation_id=correlation_id, outcome=outcome, answered_by=self.address),
+            to,
+        )
+
+    async def _send_configure(self, request_id: str, approval_mode: str | None, model: str | None) -> None:
+        assert self.addrs is not None and self.view is not None
+        await self._send(
+            ConfigureSession(
+                session_id=self.session_id,
+                request_id=request_id,
+                approval_mode=approval_mode,
+                model=model,
+                requested_by=self.address,
+            ),
+            self.addrs.session,
+        )
+        current = self.view.approval_mode
+        if (
+            approval_mode is not None
+            and approval_mode != current
+            and self._running_turn is not None
+            and "plan" not in (approval_mode, current)
+        ):
+            # As Gemini CLI: the running turn's waiting and later calls go by the new mode
+            # at once (a change to or from plan mode waits for the turn's end).
+            try:
+                await runtime.change_mode_mid_turn(self._port, self.bus, self.session_id, approval_mode, new_id=new_id)
+            except DeliveryError:
+                pass  # the session is ending
+
+    async def _call_tool(self, request_id: str, name: str, args: dict[str, Any], share: bool) -> tuple[CompletedCall, bool]:
+        assert self.addrs is not None and self.view is not None
+        waiter: Waiter[CompletedCall] = Waiter()
+        self._call_waiters[request_id] = waiter
+        request = ToolCallRequest(call_id=f"{name}__user_{new_id()[:8]}", name=name, args=args, client_initiated=True)
+        await self._send(
+            ScheduleBatch(
+                session_id=self.session_id,
+                batch_id=request_id,
+                reply_to=self.address,
+                approval_mode=self.view.approval_mode,
+                calls=(request,),
+                interactive=True,
+            ),
+            self.addrs.scheduler,
+        )
+        call = await waiter.wait()
+        if not (share and ran(call)):
+            return call, False
+        await self._send(
+            AddContext(
+                session_id=self.session_id, request_id=request_id, parts=tuple(context_parts(call)), requested_by=self.address
+            ),
+            self.addrs.session,
+        )
+        return call, True
+
+    async def _cancel_call(self, request_id: str) -> None:
+        assert self.addrs is not None
+        await self._send(
+            CancelBatch(session_id=self.session_id, batch_id=request_id, reason="cancelled by the ACP client"),
+            self.addrs.scheduler,
+        )
+
+    async def _pump(self, sub: Any) -> None:
+        async for env in sub:
+            await self._feed(env.message)
+            if self._closed.is_set():
+                break
+
+    async def _inbox(self) -> None:
+        assert self._port is not None and self._nursery is not None
+        async for env in self._port:
+            match env.message:
+                case ReadTextFile() | WriteTextFile() as request:
+                    self._nursery.start_soon(self._serve_file, request)
+                case HooksFinished() as done:
+                    waiter = self._hooks.pop(done.request_id, None)
+                    if waiter is not None:
+                        waiter.set(thaw(done.output))
+                case BatchSettled() as settled:
+                    call_waiter = self._call_waiters.pop(settled.batch_id, None)
+                    if call_waiter is not None:
+                        call_waiter.set(
+                            settled.calls[0] if settled.calls else CompletedCall(call_id="", name="", status="cancelled")
+                        )
+                case _:
+                    pass
+
+    async def _run_hooks(self, event: str, target: str, data: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A client-side hook point (SessionStart, SessionEnd)."""
+        if self.addrs is None or self.addrs.hooks is None:
+            return None
+        rid = new_id()
+        waiter: Waiter[Any] = Waiter()
+        self._hooks[rid] = waiter
+        await self._send(
+            RunHooks(
+                session_id=self.session_id, request_id=rid, reply_to=self.address, event=event, target=target, input=data
+            ),
+            self.addrs.hooks,
+        )
+        try:
+            out = await waiter.wait()
+        except RpcError:
+            return None
+        return out if isinstance(out, dict) else None
+
+    async def _serve_file(self, request: ReadTextFile | WriteTextFile) -> None:
+        """``FileAccess`` for the session's executors."""
+        assert self._port is not None
+        reply: FileAccessed
+        try:
+            if isinstance(request, ReadTextFile):
+                content = await self._read(request.path)
+                reply = FileAccessed(session_id=self.session_id, request_id=request.request_id, content=content)
+            else:
+                if self.client_serves(request.path, write=True):
+                    await self.peer.request(
+                        "fs/write_text_file",
+                        {"sessionId": self.session_id, "path": request.path, "content": request.content},
+                    )
+                else:
+                    await trio.to_thread.run_sync(_write_local, request.path, request.content)
+                reply = FileAccessed(session_id=self.session_id, request_id=request.request_id)
+        except RpcError as exc:
+            reply = FileAccessed(
+                session_id=self.session_id,
+                request_id=request.request_id,
+                error=exc.message,
+                not_found=exc.code == RESOURCE_NOT_FOUND or bool(NOT_FOUND_TEXT.search(exc.message)),
+            )
+        except FileNotFoundError as exc:
+            reply = FileAccessed(
+                session_id=self.session_id, request_id=request.request_id, error=str(exc), not_found=True
+            )
+        except OSError as exc:
+            reply = FileAccessed(session_id=self.session_id, request_id=request.request_id, error=str(exc))
+        try:
+            await self._port.send(reply, to=request.reply_to)
+        except DeliveryError:
+            pass
+
+
+NOT_FOUND_TEXT = re.compile(r"not found|ENOENT|no such file", re.IGNORECASE)
+"""How a client that does not use -32002 says a file is missing (reference D7)."""
+
+
+def within(path: str, root: str) -> bool:
+    try:
+        return os.path.commonpath([os.path.abspath(path), os.path.abspath(root)]) == os.path.abspath(root)
+    except ValueError:
+        return False
+
+
+def _read_local(path: str) -> str:
+    with open(path, "rb") as handle:
+        return handle.read().decode("utf-8", "replace")
+
+
+def _write_local(path: str, content: str) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        handle.write(content)
+
+
+def command_text(blocks: Sequence[Mapping[str, Any]]) -> str:
+    """The prompt's leading text (Gemini CLI looks for a slash command there)."""
+    text = ""
+    for block in blocks:
+        if block.get("type") != "text":
+            break
+        text += str(block.get("text", ""))
+    return text.strip()
+
+
+def prompt_parts(blocks: Sequence[Mapping[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """ACP content blocks as the prompt's text (``@path`` references included, expanded
+    later like a typed prompt) and the parts that are not text."""
+    text = ""
+    extra: list[dict[str, Any]] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text":
+            text += str(block.get("text", ""))
+        elif kind in ("image", "audio"):
+            extra.append({"inlineData": {"mimeType": str(block.get("mimeType", "")), "data": str(block.get("data", ""))}})
+        elif kind == "resource_link":
+            uri = str(block.get("uri", ""))
+            ref = uri[len("file://") :] if uri.startswith("file://") else uri
+            text += f"{' ' if text and not text.endswith(' ') else ''}@{ref.replace(' ', chr(92) + ' ')}"
+        elif kind == "resource":
+            resource = block.get("resource") or {}
+            uri = str(resource.get("uri", ""))
+            if isinstance(resource.get("text"), str):
+                extra.append(
+                    {"text": f"\n--- Content from referenced context: {uri} ---\n{resource['text']}\n--- End of content ---"}
+                )
+            elif isinstance(resource.get("blob"), str):
+                extra.append(
+                    {"inlineData": {"mimeType": str(resource.get("mimeType", "application/octet-stream")), "data": resource["blob"]}}
+                )
+    return text, extra
+
+
+__all__ = ["AcpOptions", "AcpSession", "BusSession", "Peer", "Started", "Waiter"]

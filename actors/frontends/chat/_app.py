@@ -1,0 +1,414 @@
+"""The chat loop: a terminal, a daemon connection, one session at a time.
+
+Three tasks share the screen: the events of the session (rendered by ``Renderer``),
+the lines the user types (prompts, approval answers, commands) and Ctrl-C (SIGINT).
+The first Ctrl-C cancels what runs (the turn, a ``!command`` or ``/tool`` call); a
+second one, or one when nothing runs and the user was warned, exits. The session stays
+in the daemon after the chat exits (``agentbus chat --resume ID`` comes back to it).
+
+The user's own calls (``!command``, ``/tool NAME {json}``) stay out of the model's
+history; doubled (``!!command``, ``/tool! NAME {json}``) their result is added to the
+conversation as Gemini CLI adds shell-mode output, so the next prompt carries it.
+Lines come from ``_lines`` (readline with Tab completion on a terminal).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+import attrs
+import trio
+
+from actors.frontends.chat._lines import LineSource
+from actors.frontends.chat._render import Renderer, parse_answer
+from actors.frontends.daemon.client import DaemonClient, DaemonError
+from actors.host.user_calls import parse_tool_call
+from bus import Envelope
+from bus.messages import (
+    ApprovalRequested,
+    ApprovalSettled,
+    SessionReady,
+    TurnEnded,
+    TurnStarted,
+    new_id,
+)
+
+EVENTS_GRACE_S = 2.0
+
+HELP = """Commands:
+  /sessions            sessions of this workspace (running, dormant, recorded)
+  /resume ID|N         switch to a session (by id or its number in /sessions)
+  /new                 start a new session here
+  /mode MODE           approval mode: default, auto_edit, yolo, plan
+  /tool NAME {json}    run a tool yourself, e.g. /tool read_file {"file_path": "README.md"}
+  !COMMAND             run a shell command yourself (live output; Ctrl-C stops it)
+  /tool! …  !!COMMAND  the same, and add the result to the conversation (the next
+                       prompt carries it; otherwise the model never sees it)
+  /quit                leave (the session stays in the daemon)
+Ctrl-C cancels the running turn or call; a second Ctrl-C exits. @path in a prompt
+attaches that file. Tab completes commands, tool names and paths (after @ and in !)."""
+
+
+@attrs.frozen(kw_only=True)
+class ChatOptions:
+    workspace: Path
+    resume: str | None = None
+    model: str = ""
+    approval_mode: str = ""
+    fake_responses: str = ""
+    fake_chunk_delay_ms: int = 0
+    colour: bool = False
+    interactive: bool = True
+    """stdin is a terminal: show the ``>`` prompt marker."""
+
+
+class ChatApp:
+    def __init__(self, client: DaemonClient, out: TextIO, opts: ChatOptions, lines: LineSource) -> None:
+        self.client = client
+        self.out = out
+        self.opts = opts
+        self.lines = lines
+        self.render = Renderer(colour=opts.colour, me=client.address)
+        self.session_id = ""
+        self.my_prompts: set[str] = set()
+        self.turn_prompts: dict[str, str] = {}
+        """Every running turn's prompt id (ours may not be known as ours yet)."""
+        self.ended_prompts: collections.deque[str] = collections.deque(maxlen=64)
+        """Prompts whose turn ended lately: the turn of a prompt can end before the
+        daemon's acceptance of it reaches us, and it must not then be waited for."""
+        self.tool_calls: set[str] = set()
+        self.interrupts = 0
+        self.exit_code = 0
+        self.idle = trio.Event()
+        self.idle.set()
+        self.rendered = trio.Event()
+        """Set (and replaced) after each event is shown."""
+        self.unseen_questions: set[str] = set()
+        """Approvals waiting when we subscribed whose question has not been shown yet
+        (it follows ``Subscribed``): a line typed meanwhile is its answer, not a prompt."""
+        self.questions: set[str] = set()
+        """The session's approvals seen asked or settled since we subscribed."""
+        self.questions_seen = trio.Event()
+        self.questions_seen.set()
+        self._nursery: trio.Nursery | None = None
+
+    # -- output -----------------------------------------------------------------------------------------
+    def write(self, text: str) -> None:
+        if text:
+            self.out.write(text)
+            self.out.flush()
+
+    def line(self, text: str, *styles: str) -> None:
+        self.write(self.render.ensure_line_start() + self.render.style(text, *styles) + "\n")
+
+    def prompt_marker(self) -> None:
+        if self.opts.interactive and self._is_idle() and not self.render.pending:
+            # What the user had typed when output interrupted them is shown again.
+            typed = self.lines.pending_text()
+            self.write(self.render.ensure_line_start() + self.render.style("> ", "bold", "blue") + typed)
+            self.render.mid_line = True
+
+    def _is_idle(self) -> bool:
+        return not self.my_prompts and not self.tool_calls and not self.render.busy
+
+    def _update_idle(self) -> None:
+        if self._is_idle():
+            self.idle.set()
+        elif self.idle.is_set():
+            self.idle = trio.Event()
+
+    # -- run ------------------------------------------------------------------------------------------------
+    async def run(self) -> int:
+        await self._open_first()
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._events)
+            nursery.start_soon(self._signals)
+            if self.opts.colour:
+                nursery.start_soon(self._ticker)
+            self.prompt_marker()
+            self.exit_code = await self._input()
+            nursery.cancel_scope.cancel(reason="chat exits")
+        self.line(f"Session {self.session_id} stays in the daemon: agentbus chat --resume {self.session_id}", "dim")
+        return self.exit_code
+
+    async def _open_first(self) -> None:
+        o = self.opts
+        if o.resume:
+            ident = o.resume
+            if ident == "latest" or ident.isdigit():
+                listed = (await self.client.list_sessions(str(o.workspace))).sessions
+                if not listed:
+                    raise DaemonError("unknown_session", "no sessions for this workspace")
+                chosen = listed[-1] if ident == "latest" else listed[int(ident) - 1] if 0 < int(ident) <= len(listed) else None
+                if chosen is None:
+                    raise DaemonError("unknown_session", f"no session number {ident}")
+                ident = chosen.session_id
+            ready = await self.client.load_session(
+                ident, fake_responses=o.fake_responses, fake_chunk_delay_ms=o.fake_chunk_delay_ms
+            )
+            await self._switch(ready, from_seq=None)
+        else:
+            ready = await self.client.create_session(
+                str(o.workspace),
+                model=o.model,
+                approval_mode=o.approval_mode,
+                fake_responses=o.fake_responses,
+                fake_chunk_delay_ms=o.fake_chunk_delay_ms,
+            )
+            await self._switch(ready, from_seq=1)
+
+    async def _switch(self, ready: SessionReady, *, from_seq: int | None) -> None:
+        if self.session_id and self.session_id != ready.session_id:
+            try:
+                await self.client.unsubscribe(self.session_id)
+            except DaemonError:
+                pass
+        self.session_id = ready.session_id
+        s = ready.summary
+        self.render.busy = s.busy
+        self._update_idle()  # a turn that runs (maybe waiting on an approval) is waited for
+        self.render.pending.clear()
+        self.questions.clear()
+        verb = "resumed" if ready.resumed or from_seq is None else "new"
+        self.line(
+            f"agentbus chat · {verb} session {s.session_id} · {s.model} · mode {s.approval_mode} · {s.workspace}",
+            "bold",
+        )
+        if s.title:
+            self.line(f"  {s.title}", "dim")
+        self.line("Type a prompt, or /help. Ctrl-C cancels a turn; twice exits.", "dim")
+        # From the live point when resuming; an approval still waiting is asked again.
+        subscribed = await self.client.subscribe(self.session_id, from_seq=from_seq)
+        # (They may have been shown already: they follow the reply at once.)
+        self.unseen_questions = set(subscribed.pending_approvals) - self.questions
+        if self.unseen_questions:
+            self.questions_seen = trio.Event()
+
+    # -- events ---------------------------------------------------------------------------------------------
+    async def _events(self) -> None:
+        async for event in self.client.events:
+            if isinstance(event, Envelope):
+                if event.session_id != self.session_id:
+                    continue
+                msg = event.message
+                if isinstance(msg, TurnStarted):
+                    self.turn_prompts[msg.turn_id] = msg.prompt_id
+                if isinstance(msg, ApprovalRequested | ApprovalSettled):
+                    self.questions.add(msg.correlation_id)
+                    self.unseen_questions.discard(msg.correlation_id)
+            self.write(self.render.on(event, now=trio.current_time()))
+            if not self.unseen_questions:
+                self.questions_seen.set()
+            self.rendered.set()
+            self.rendered = trio.Event()
+            if isinstance(event, Envelope) and isinstance(event.message, TurnEnded):
+                if (started := self.turn_prompts.pop(event.message.turn_id, None)) is not None:
+                    # Ours even if the acceptance came after the turn started (or ended).
+                    self.my_prompts.discard(started)
+                    self.ended_prompts.append(started)
+                self.interrupts = 0
+                self._update_idle()
+                self.prompt_marker()
+        self.line("(the daemon closed the connection)", "red")
+        self.exit_code = 1
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel(reason="connection closed")
+
+    async def _ticker(self) -> None:
+        while True:
+            await trio.sleep(1)
+            self.write(self.render.progress(trio.current_time()))
+
+    # -- Ctrl-C -------------------------------------------------------------------------------------------------
+    async def _signals(self) -> None:
+        with trio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                self.interrupts += 1
+                running = not self._is_idle() or bool(self.render.pending)
+                if self.interrupts >= 2:
+                    self.line("exiting", "yellow")
+                    self.exit_code = 130
+                    assert self._nursery is not None
+                    self._nursery.cancel_scope.cancel(reason="Ctrl-C twice")
+                    return
+                if running:
+                    self.line("cancelling… (Ctrl-C again to exit)", "yellow")
+                    await self._cancel_all()
+                else:
+                    self.line("(press Ctrl-C again to exit, or type /quit)", "dim")
+                    self.prompt_marker()
+
+    async def _cancel_all(self) -> None:
+        try:
+            for rid in list(self.tool_calls):
+                await self.client.cancel(self.session_id, tool_request_id=rid)
+            if self.render.busy or self.my_prompts or self.render.pending:
+                await self.client.cancel(self.session_id)
+        except DaemonError as exc:
+            self.line(f"error: {exc.message}", "red")
+
+    # -- input ------------------------------------------------------------------------------------------------------
+    async def _input(self) -> int:
+        while True:
+            line = await self.lines.read_line()
+            if line is None:
+                # End of input (a pipe, Ctrl-D): let what runs finish, then leave.
+                await self.idle.wait()
+                return 0
+            self.render.mid_line = False  # the terminal echoed the newline
+            if await self._line_typed(line) == "quit":
+                return 0
+
+    async def _line_typed(self, text: str) -> str | None:
+        self.interrupts = 0
+        stripped = text.strip()
+        await self.questions_seen.wait()
+        if self.render.pending:
+            outcome = parse_answer(stripped)
+            if outcome is None:
+                self.write(self.render.approval_prompt())
+                return None
+            req = self.render.pending[0]
+            try:
+                await self.client.answer(self.session_id, req.correlation_id, outcome)
+            except DaemonError as exc:
+                self.line(f"error: {exc.message}", "red")
+            return None
+        if not stripped:
+            self.prompt_marker()
+            return None
+        try:
+            if stripped.startswith("!"):
+                share = stripped.startswith("!!")
+                command = stripped[2 if share else 1 :].strip()
+                if not command:
+                    self.line("usage: !COMMAND (or !!COMMAND to add its output to the conversation)", "yellow")
+                    self.prompt_marker()
+                else:
+                    self._start_tool("run_shell_command", {"command": command}, share=share)
+            elif stripped.startswith("/"):
+                return await self._command(stripped)
+            else:
+                accepted = await self.client.prompt(self.session_id, text)
+                if accepted.prompt_id not in self.ended_prompts:  # its turn may be over already
+                    self.my_prompts.add(accepted.prompt_id)
+                self._update_idle()
+        except DaemonError as exc:
+            self.line(f"error: {exc.message}", "red")
+            self.prompt_marker()
+        return None
+
+    async def _command(self, text: str) -> str | None:
+        name, _, rest = text.partition(" ")
+        rest = rest.strip()
+        match name:
+            case "/quit" | "/exit":
+                return "quit"
+            case "/help":
+                self.line(HELP)
+            case "/sessions":
+                listed = (await self.client.list_sessions(str(self.opts.workspace))).sessions
+                self.write(self.render.sessions_table(list(listed), self.session_id))
+            case "/resume":
+                await self._resume(rest)
+            case "/new":
+                ready = await self.client.create_session(
+                    str(self.opts.workspace),
+                    model=self.opts.model,
+                    approval_mode=self.opts.approval_mode,
+                    fake_responses=self.opts.fake_responses,
+                )
+                await self._switch(ready, from_seq=1)
+            case "/mode":
+                if not rest:
+                    self.line("usage: /mode default|auto_edit|yolo|plan", "yellow")
+                else:
+                    await self.client.set_mode(self.session_id, rest)
+                    self.line(f"approval mode: {rest}", "green")
+            case "/tool" | "/tool!":
+                if not rest:
+                    self.line(f'usage: {name} NAME {{"arg": "value"}}', "yellow")
+                else:
+                    try:
+                        tool, args = parse_tool_call(rest)
+                    except ValueError as exc:
+                        self.line(f"error: {exc}", "red")
+                    else:
+                        self._start_tool(tool, args, share=name == "/tool!")
+                        return None
+            case _:
+                self.line(f"unknown command {name}; /help lists them", "yellow")
+        self.prompt_marker()
+        return None
+
+    async def _resume(self, ident: str) -> None:
+        if not ident:
+            self.line("usage: /resume ID|N (see /sessions)", "yellow")
+            return
+        if ident.isdigit():
+            listed = (await self.client.list_sessions(str(self.opts.workspace))).sessions
+            index = int(ident)
+            if not 0 < index <= len(listed):
+                self.line(f"no session number {index}; /sessions lists them", "yellow")
+                return
+            ident = listed[index - 1].session_id
+        ready = await self.client.load_session(ident, fake_responses=self.opts.fake_responses)
+        await self._switch(ready, from_seq=None)
+
+    def _start_tool(self, name: str, args: dict[str, Any], *, share: bool = False) -> None:
+        rid = new_id()
+        self.tool_calls.add(rid)
+        self._update_idle()
+        assert self._nursery is not None
+        self._nursery.start_soon(self._run_tool, rid, name, args, share)
+
+    async def _run_tool(self, rid: str, name: str, args: dict[str, Any], share: bool) -> None:
+        try:
+            result = await self.client.call_tool(self.session_id, name, args, request_id=rid, add_to_context=share)
+        except DaemonError as exc:
+            self.line(f"error: {exc.message}", "red")
+        else:
+            # The reply can overtake the call's events: let them be shown first.
+            with trio.move_on_after(EVENTS_GRACE_S):
+                while result.call.call_id not in self.render.finished:
+                    await self.rendered.wait()
+            self.write(self.render.tool_result(result.call))
+            if result.added_to_context:
+                self.line("↳ added to the conversation: your next prompt carries it", "dim")
+            elif share:
+                self.line("↳ not added to the conversation: the call did not run", "yellow")
+        finally:
+            self.tool_calls.discard(rid)
+            self._update_idle()
+        self.prompt_marker()
+
+
+_TOOL_NAMES: list[str] = []
+
+
+def tool_names() -> list[str]:
+    """The built-in tools' names, for completion (the session's registry may hold
+    fewer: a call of an excluded one is refused by the scheduler, as typed)."""
+    if not _TOOL_NAMES:
+        from actors.tools import builtin_tools
+
+        _TOOL_NAMES.extend(t.name for t in builtin_tools())
+    return _TOOL_NAMES
+
+
+def use_colour(stream: TextIO, environ: dict[str, str] | None = None) -> bool:
+    env = os.environ if environ is None else environ
+    if env.get("NO_COLOR"):
+        return False
+    if env.get("FORCE_COLOR"):
+        return True
+    return stream.isatty() and env.get("TERM", "") not in ("", "dumb")
+
+
+StdinFactory = Callable[[], trio.abc.ReceiveStream]

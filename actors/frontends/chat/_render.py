@@ -1,0 +1,400 @@
+"""What ``agentbus chat`` shows: session events in, terminal text out. No I/O.
+
+``Renderer.on(event)`` returns the text to write for one event and keeps the little
+state the screen needs: whether the cursor is mid-line, which tool call owns the
+current line (a terminal rewrites it in place as the call's status changes), the
+approvals waiting for an answer, whether a turn runs. With ``colour`` off the output is
+plain text, one line per status change, fit for a pipe or a log.
+
+A stream that fails mid-way is retried and its text comes again from the start: text
+on screen stays, so when a retry (``StreamRetried``) follows text of the failed attempt,
+a line says that the text above is discarded, and the new attempt's text follows in
+full.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from typing import Any
+
+import attrs
+
+from actors.host.user_calls import shown_text
+from bus import Envelope
+from bus.json_values import thaw
+from bus.messages import (
+    ApprovalRequested,
+    ApprovalSettled,
+    BatchSettled,
+    CompletedCall,
+    ContextAdded,
+    DaemonStopping,
+    Message,
+    ModelRetrying,
+    ObserverLagged,
+    PromptQueued,
+    ProtocolError,
+    ScheduleBatch,
+    SessionClosed,
+    SessionSummary,
+    StreamRetried,
+    SubagentActivity,
+    SubmitPrompt,
+    SubscriptionEnded,
+    TextStreamed,
+    ThoughtStreamed,
+    ToolCallRequested,
+    ToolCallUpdated,
+    ToolOutputStreamed,
+    TurnEnded,
+    TurnNotice,
+    TurnStarted,
+)
+
+RESET = "\x1b[0m"
+STYLES = {
+    "dim": "\x1b[2m",
+    "bold": "\x1b[1m",
+    "red": "\x1b[31m",
+    "green": "\x1b[32m",
+    "yellow": "\x1b[33m",
+    "blue": "\x1b[34m",
+    "magenta": "\x1b[35m",
+    "cyan": "\x1b[36m",
+}
+CLEAR_LINE = "\r\x1b[K"
+ANSWERS = {
+    "y": "proceed_once",
+    "yes": "proceed_once",
+    "1": "proceed_once",
+    "a": "proceed_always",
+    "always": "proceed_always",
+    "2": "proceed_always",
+    "n": "cancel",
+    "no": "cancel",
+    "3": "cancel",
+}
+APPROVAL_HINT = "[y]es once / [a]lways / [n]o"
+EXCERPT = 30
+"""Characters of discarded text quoted when a retry discards it."""
+SYMBOLS = {"success": "✓", "error": "✗", "cancelled": "⊘", "executing": "⏺"}
+
+
+@attrs.define
+class _Call:
+    call_id: str
+    name: str
+    args: Any = None
+    status: str = ""
+    started: float | None = None
+    streamed: bool = False
+    user: bool = False
+    detail_shown: str = ""
+    """The first line of its error as its status line showed it."""
+
+
+@attrs.define
+class Renderer:
+    colour: bool = False
+    me: str = ""
+    """This client's address (its own prompts are not echoed, answers attributed)."""
+    mid_line: bool = False
+    line_owner: str | None = None
+    """Call id whose status line is the current, unfinished line (colour mode)."""
+    calls: dict[str, _Call] = attrs.field(factory=dict)
+    pending: deque[ApprovalRequested] = attrs.field(factory=deque)
+    busy: bool = False
+    finished: set[str] = attrs.field(factory=set)
+    """Calls whose terminal status was shown."""
+    attempt_text: str = ""
+    """The start of the text the current model attempt showed (a retry discards it)."""
+    retry_note: ModelRetrying | None = None
+    """A mid-stream retry the gateway announced, shown with the turn's ``StreamRetried``
+    (which comes after the failed attempt's last text)."""
+
+    # -- styling -------------------------------------------------------------------------------------
+    def style(self, text: str, *names: str) -> str:
+        if not self.colour or not names:
+            return text
+        return "".join(STYLES[n] for n in names) + text + RESET
+
+    def _line(self, text: str) -> str:
+        """A whole line, after finishing whatever line is open."""
+        return self._break() + text + "\n"
+
+    def _break(self) -> str:
+        out = "\n" if self.mid_line else ""
+        self.mid_line = False
+        self.line_owner = None
+        return out
+
+    def ensure_line_start(self) -> str:
+        return self._break()
+
+    # -- events ----------------------------------------------------------------------------------------
+    def on(self, event: Any, now: float = 0.0) -> str:
+        if isinstance(event, Envelope):
+            return self.message(event.message, sender=event.sender, now=now)
+        match event:
+            case ObserverLagged():
+                return self._line(self.style("(fell behind; caught up from the recording)", "dim"))
+            case SubscriptionEnded():
+                return self._line(self.style(f"(session {event.session_id[:8]} ended: {event.reason})", "yellow"))
+            case DaemonStopping():
+                return self._line(self.style(f"(the daemon is stopping: {event.reason})", "yellow"))
+            case ProtocolError():
+                return self._line(self.style(f"error: {event.message}", "red"))
+            case _:
+                return ""
+
+    def message(self, msg: Message, *, sender: str = "", now: float = 0.0) -> str:
+        match msg:
+            case TurnStarted():
+                self.busy = True
+                self.attempt_text = ""
+                return ""
+            case SubmitPrompt():
+                if sender and sender != self.me and not sender.startswith("daemon:"):
+                    return self._line(self.style(f"» {msg.display_text}", "magenta"))
+                return ""
+            case TextStreamed():
+                if not msg.text:
+                    return ""
+                if len(self.attempt_text) < EXCERPT:
+                    self.attempt_text += msg.text
+                out = self._break() if self.line_owner is not None else ""
+                self.mid_line = not msg.text.endswith("\n")
+                return out + msg.text
+            case ThoughtStreamed():
+                subject = msg.subject or msg.description.split("\n", 1)[0]
+                return self._line(self.style(f"✦ {subject}", "dim"))
+            case ToolCallRequested():
+                self.calls[msg.call_id] = _Call(msg.call_id, msg.name, thaw(msg.args))
+                return ""
+            case ScheduleBatch():
+                self.attempt_text = ""
+                for req in msg.calls:  # a user's own calls have no ToolCallRequested
+                    if req.call_id not in self.calls:
+                        self.calls[req.call_id] = _Call(req.call_id, req.name, thaw(req.args), user=req.client_initiated)
+                return ""
+            case ToolCallUpdated():
+                return self._tool_update(msg, now)
+            case BatchSettled():
+                self.attempt_text = ""
+                return "".join(self.todos(thaw(c.result_display)) for c in msg.calls if c.status == "success")
+            case ToolOutputStreamed():
+                call = self.calls.get(msg.call_id)
+                if call is not None:
+                    call.streamed = True
+                text = "".join(f"  │ {line}\n" for line in msg.text.rstrip("\n").split("\n")) if msg.text.strip() else ""
+                return self._break() + self.style(text, "dim") if text else ""
+            case ApprovalRequested():
+                call = self.calls.setdefault(msg.call_id, _Call(msg.call_id, msg.name, thaw(msg.args)))
+                call.status = "awaiting_approval"
+                self.pending.append(msg)
+                return self.approval_prompt() if len(self.pending) == 1 else ""
+            case ApprovalSettled():
+                waiting = next((p for p in self.pending if p.correlation_id == msg.correlation_id), None)
+                if waiting is None or not msg.outcome:
+                    return ""
+                self.pending.remove(waiting)
+                out = ""
+                if msg.answered_by != self.me:
+                    out = self._line(self.style(f"(answered by another client: {msg.outcome})", "dim"))
+                if self.pending:
+                    out += self.approval_prompt()
+                return out
+            case PromptQueued():
+                return self._line(self.style(f"(queued, position {msg.position})", "dim"))
+            case ModelRetrying():
+                if msg.mid_stream:
+                    self.retry_note = msg
+                    return ""
+                return self._line(self.style(f"(retrying in {msg.delay_s:g}s: {msg.reason})", "dim"))
+            case StreamRetried():
+                return self._stream_retried(msg)
+            case TurnNotice():
+                colour = "red" if msg.severity == "error" else "yellow"
+                return self._line(self.style(f"⚠ {msg.message}", colour))
+            case TurnEnded():
+                self.busy = False
+                self.pending.clear()
+                self.attempt_text, self.retry_note = "", None
+                out = self._break()
+                if msg.stop_reason == "cancelled":
+                    out += self.style("(cancelled)", "yellow") + "\n"
+                elif msg.error is not None:
+                    out += self.style(f"Error: {msg.error.message.splitlines()[0] if msg.error.message else msg.error.type}", "red") + "\n"
+                elif msg.stop_reason != "end_turn":
+                    out += self.style(f"(stopped: {msg.stop_reason})", "yellow") + "\n"
+                return out
+            case ContextAdded():
+                # Our own is announced with the call's result (ChatApp._run_tool).
+                if msg.requested_by == self.me:
+                    return ""
+                return self._line(self.style("(another client added a tool result to the conversation)", "dim"))
+            case SessionClosed():
+                return self._line(self.style(f"(session closed: {msg.reason})", "yellow"))
+            case SubagentActivity():
+                return self.subagent(msg)
+            case _:
+                return ""
+
+    def _stream_retried(self, msg: StreamRetried) -> str:
+        note, self.retry_note = self.retry_note, None
+        when = f" in {note.delay_s:g}s" if note is not None else ""
+        shown, self.attempt_text = self.attempt_text.strip(), ""
+        if shown:
+            excerpt = shown.split("\n", 1)[0][:EXCERPT]
+            excerpt += "…" if len(excerpt) < len(shown) else ""
+            return self._line(
+                self.style(f"↺ the stream failed ({msg.reason}): the text above from “{excerpt}” is discarded; retrying{when}", "yellow")
+            )
+        if note is not None:
+            return self._line(self.style(f"(retrying{when}: {msg.reason})", "dim"))
+        return ""  # a connection-layer retry: its ModelRetrying said it
+
+    def subagent(self, msg: SubagentActivity) -> str:
+        """A subagent's activity, indented under the call that started it (deeper
+        agents further in)."""
+        pad = "  " * (msg.depth + 1) + "↳ "
+        who = f"[{msg.agent_name}]"
+        match msg.kind:
+            case "started":
+                return self._line(self.style(f"{pad}{who} started", "cyan"))
+            case "thought":
+                return self._line(self.style(f"{pad}{who} ✦ {msg.text.splitlines()[0] if msg.text else ''}", "dim"))
+            case "tool_call":
+                return self._line(f"{pad}{who} {msg.tool_name}{_args_summary(msg.tool_name, thaw(msg.args))}")
+            case "tool_update" if msg.status != "success":
+                colour = "yellow" if msg.status == "cancelled" else "red"
+                return self._line(self.style(f"{pad}{who} {msg.tool_name}: {msg.status}", colour))
+            case "error":
+                return self._line(self.style(f"{pad}{who} {msg.text}", "red"))
+            case "finished":
+                colour = "green" if msg.status == "GOAL" else "yellow"
+                return self._line(self.style(f"{pad}{who} finished: {msg.status}", colour))
+            case _:
+                return ""
+
+    def todos(self, display: Any) -> str:
+        """``write_todos``' list as a block (its display is ``{"todos": [...]}``)."""
+        if not isinstance(display, dict) or not isinstance(display.get("todos"), list):
+            return ""
+        out = self._break() + self.style("  Todos", "bold") + "\n"
+        for item in display["todos"]:
+            if not isinstance(item, dict):
+                continue
+            status = str(item.get("status", "pending"))
+            mark = TODO_MARKS.get(status, "[ ]")
+            line = f"  {mark} {item.get('description', '')}"
+            colour = {"completed": "dim", "in_progress": "cyan", "blocked": "red", "cancelled": "dim"}.get(status, "")
+            out += (self.style(line, colour) if colour else line) + "\n"
+        return out
+
+    def _tool_update(self, msg: ToolCallUpdated, now: float) -> str:
+        call = self.calls.setdefault(msg.call_id, _Call(msg.call_id, msg.name))
+        call.status = msg.status
+        if msg.status in ("validating", "scheduled", "awaiting_approval"):
+            return ""
+        if msg.status == "executing":
+            call.started = now
+            line = f"{SYMBOLS['executing']} {self.describe(call)} " + self.style("running…", "dim")
+            if self.colour:
+                out = self._break() + line
+                self.mid_line, self.line_owner = True, call.call_id
+                return out
+            return self._line(line)
+        self.finished.add(call.call_id)
+        stale = [p for p in self.pending if p.call_id == call.call_id]
+        for p in stale:  # cancelled while it waited: nobody needs to answer any more
+            self.pending.remove(p)
+        symbol = SYMBOLS.get(msg.status, "•")
+        colour = {"success": "green", "error": "red", "cancelled": "yellow"}.get(msg.status, "")
+        took = f" ({_ms(now - call.started)})" if call.started is not None else ""
+        detail = ""
+        if msg.status != "success" and msg.detail:
+            call.detail_shown = msg.detail.strip().splitlines()[0][:200]
+            detail = ": " + call.detail_shown
+        line = self.style(f"{symbol} {self.describe(call)} {msg.status}{took}", colour) + detail
+        if self.colour and self.line_owner == call.call_id:
+            self.mid_line, self.line_owner = False, None
+            out = CLEAR_LINE + line + "\n"
+        else:
+            out = self._line(line)
+        return out + (self.approval_prompt() if stale and self.pending else "")
+
+    def progress(self, now: float) -> str:
+        """Colour mode: the running call's line again, with its elapsed time."""
+        call = self.calls.get(self.line_owner) if self.line_owner else None
+        if call is None or call.status != "executing" or call.started is None:
+            return ""
+        return CLEAR_LINE + f"{SYMBOLS['executing']} {self.describe(call)} " + self.style(f"running… {now - call.started:.0f}s", "dim")
+
+    def describe(self, call: _Call) -> str:
+        return self.style(call.name, "bold") + _args_summary(call.name, call.args)
+
+    def approval_prompt(self) -> str:
+        if not self.pending:
+            return ""
+        req = self.pending[0]
+        title = str(thaw(req.details).get("title") or req.name) if isinstance(thaw(req.details), dict) else req.name
+        summary = _args_summary(req.name, thaw(req.args))
+        return self._line(self.style("? ", "yellow", "bold") + f"Allow {title}{summary}?") + self.style(
+            f"  {APPROVAL_HINT}: ", "yellow"
+        )
+
+    def tool_result(self, call: CompletedCall) -> str:
+        """A user-initiated call's result (``ToolCallResult``): its output unless it was
+        streamed live, and its status when there was no status line for it."""
+        known = self.calls.get(call.call_id)
+        out = ""
+        if known is None or not known.streamed:
+            text = shown_text(call)
+            if known is not None and known.detail_shown:
+                first, _, rest = text.strip().partition("\n")
+                if first == known.detail_shown:  # its status line showed it
+                    text = rest
+            if text:
+                colour = "red" if call.status == "error" else ""
+                out += self._break() + "".join(
+                    self.style(f"  {line}", colour) + "\n" if colour else f"  {line}\n" for line in text.rstrip("\n").split("\n")
+                )
+        if known is None:
+            symbol = SYMBOLS.get(call.status, "•")
+            out += self._line(f"{symbol} {call.name} {call.status}")
+        return out
+
+    def sessions_table(self, sessions: list[SessionSummary], current: str) -> str:
+        if not sessions:
+            return self._line("No sessions for this workspace.")
+        rows = [self._break()]
+        for i, s in enumerate(sessions, 1):
+            mark = "*" if s.session_id == current else " "
+            state = s.state + (", busy" if s.busy else "")
+            rows.append(f"{mark}{i:3}. {s.title or '(no prompt yet)'}  {self.style(f'[{s.session_id}] {state}', 'dim')}\n")
+        return "".join(rows)
+
+
+TODO_MARKS = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]", "cancelled": "[-]", "blocked": "[!]"}
+
+
+def parse_answer(text: str) -> str | None:
+    return ANSWERS.get(text.strip().lower())
+
+
+def _args_summary(name: str, args: Any) -> str:
+    if not isinstance(args, dict) or not args:
+        return ""
+    for key in ("command", "file_path", "dir_path", "pattern", "path", "query", "url", "prompt"):
+        value = args.get(key)
+        if isinstance(value, str) and value:
+            short = value if len(value) <= 80 else value[:77] + "..."
+            return f" {short}"
+    text = json.dumps(args, ensure_ascii=False)
+    return " " + (text if len(text) <= 80 else text[:77] + "...")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"

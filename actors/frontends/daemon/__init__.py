@@ -1,0 +1,313 @@
+"""``agentbus daemon``: one per user, sessions shared by any number of clients.
+
+    agentbus daemon            run in the foreground (logs on stderr)
+    agentbus daemon --detach   start in the background, return when it accepts clients
+    agentbus daemon status     what runs (exit 1: no daemon)
+    agentbus daemon stop       stop it (turns cancelled, recordings flushed)
+
+    agentbus daemon --listen-tcp [HOST:]PORT [--token-file FILE] [--allow-remote]
+                               listen on TCP as well (see below)
+
+The socket, lock and log live in ``default_paths()`` (``$AGENTBUS_RUNTIME_DIR``, else
+``$XDG_RUNTIME_DIR/agentbus``, else ``~/.local/state/agentbus``); recordings and the
+session registry in the data directory (``actors.recorder.default_data_dir()``). The
+protocol is in ``bus/messages/client.py``; ``actors.frontends.daemon.client`` is the client
+library.
+
+No TCP unless asked, and then only with a token: ``--listen-tcp`` opens a TCP listener
+(``HOST`` defaults to 127.0.0.1; a host that is not loopback needs ``--allow-remote``)
+whose clients must send the token in their hello; the token is new for each start, or
+read from ``--token-file`` (a file only its owner can read), and written to
+``daemon.token`` beside the socket (mode 0600). Clients: ``agentbus chat --connect
+tcp://HOST:PORT [--token-file FILE]``, ``agentbus acp --connect tcp://HOST:PORT ...``.
+See ``_tcp``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import attrs
+import trio
+
+from actors.frontends.daemon._connection import ConnectionActor, Limits
+from actors.frontends.daemon._core import DaemonCore, RequestError
+from actors.frontends.daemon._server import Daemon, DaemonConfig, serve
+from actors.frontends.daemon._tcp import (
+    DEFAULT_HOST,
+    TcpConfigError,
+    TcpListen,
+    parse_host_port,
+    read_token_file,
+)
+from actors.frontends.daemon.paths import (
+    DaemonPathError,
+    DaemonPaths,
+    DaemonRunningError,
+    default_paths,
+    lock_is_held,
+    read_pid,
+)
+from actors.gateway import Backend
+
+STOP_WAIT_S = 5.0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="agentbus daemon",
+        description="Run or control the agentbus daemon (one per user; agentbus chat and "
+        "agentbus acp --attach start it when none runs).",
+    )
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=("start", "status", "stop"),
+        default="start",
+        help="start (default: in the foreground, logging on stderr), status (exit 1: none runs), "
+        "stop (turns cancelled, recordings flushed)",
+    )
+    p.add_argument("--detach", action="store_true", help="start in the background and return once it accepts clients")
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="where its sessions' recordings go (default: $AGENTBUS_DATA_DIR, else "
+        "$XDG_DATA_HOME/agentbus, else ~/.local/share/agentbus)",
+    )
+    p.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=Limits().stall_timeout_s,
+        metavar="SECONDS",
+        help=f"drop a client that stops reading for this long with its send buffer full (default {Limits().stall_timeout_s:g})",
+    )
+    p.add_argument(
+        "--listen-tcp",
+        metavar="[HOST:]PORT",
+        help=f"listen on TCP as well (host {DEFAULT_HOST} unless given); clients must present the token",
+    )
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="with --listen-tcp: the token clients must present (default: a new one); "
+        "it is copied to daemon.token beside the socket",
+    )
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="with --listen-tcp: allow a host that is not loopback (the protocol is not encrypted)",
+    )
+    return p
+
+
+def main(argv: Sequence[str]) -> int:
+    args = _parser().parse_args(list(argv))
+    paths = default_paths()
+    if args.action == "status":
+        return _status(paths)
+    if args.action == "stop":
+        return _stop(paths)
+    limits = Limits(stall_timeout_s=args.stall_timeout)
+    try:
+        tcp = _tcp_listen(args)
+    except TcpConfigError as exc:
+        sys.stderr.write(f"agentbus daemon: {exc}\n")
+        return 2
+    data_dir = Path(args.data_dir).resolve() if args.data_dir else None
+    if args.detach:
+        return _detach(paths, limits, tcp, data_dir=data_dir)
+    return run_foreground(paths, limits, tcp=tcp, data_dir=data_dir)
+
+
+def _tcp_listen(args: argparse.Namespace) -> TcpListen | None:
+    if args.listen_tcp is None:
+        if args.token_file or args.allow_remote:
+            raise TcpConfigError("--token-file and --allow-remote go with --listen-tcp")
+        return None
+    host, port = parse_host_port(args.listen_tcp, default_host=DEFAULT_HOST)
+    token = read_token_file(Path(args.token_file), private=True) if args.token_file else ""
+    return TcpListen(host=host, port=port, token=token, allow_remote=args.allow_remote)
+
+
+def _live_backend(auth_env: Mapping[str, str], auth_type: str | None) -> Backend:
+    from actors.gateway import live_backend
+
+    return live_backend(auth_env, auth_type=auth_type)
+
+
+def run_foreground(
+    paths: DaemonPaths,
+    limits: Limits,
+    ready_fd: int | None = None,
+    *,
+    tcp: TcpListen | None = None,
+    data_dir: Path | None = None,
+) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s agentbus daemon: %(message)s", stream=sys.stderr)
+    # One line per HTTP request is noise; a failed model request is logged by the daemon.
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    config = DaemonConfig(paths=paths, limits=limits, live_backend=_live_backend, handle_signals=True, tcp=tcp)
+    if data_dir is not None:
+        config = attrs.evolve(config, data_dir=data_dir)
+
+    async def run() -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve, config)
+            if ready_fd is not None:
+                os.write(ready_fd, b"ready\n")
+                os.close(ready_fd)
+
+    try:
+        trio.run(run)
+    except (DaemonRunningError, DaemonPathError, TcpConfigError, BaseExceptionGroup) as exc:
+        refused = _first(exc, (DaemonRunningError, DaemonPathError, TcpConfigError))
+        if refused is None:
+            raise
+        if isinstance(refused, DaemonRunningError):
+            sys.stderr.write(f"agentbus daemon: {refused}; not starting another one\n")
+            if ready_fd is not None:
+                os.write(ready_fd, f"running {refused.pid or ''}\n".encode())
+        else:
+            sys.stderr.write(f"agentbus daemon: {refused}\n")
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+def _first(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> BaseException | None:
+    """``exc`` itself or the first of ``kinds`` inside (nested) exception groups."""
+    if isinstance(exc, kinds):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _first(inner, kinds)
+            if found is not None:
+                return found
+    return None
+
+
+def _detach(paths: DaemonPaths, limits: Limits, tcp: TcpListen | None = None, *, data_dir: Path | None = None) -> int:
+    """Fork a daemon into its own session; report once it is ready (or why not)."""
+    from actors.frontends.daemon.paths import prepare_runtime_dir
+
+    try:
+        prepare_runtime_dir(paths)
+    except DaemonPathError as exc:
+        sys.stderr.write(f"agentbus daemon: {exc}\n")
+        return 1
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the daemon
+        os.close(read_end)
+        os.setsid()
+        os.chdir("/")  # hold no client's directory; requests carry absolute paths
+        devnull = os.open(os.devnull, os.O_RDWR)
+        log_fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)
+        os.dup2(log_fd, 2)
+        os.close(devnull)
+        os.close(log_fd)
+        code = 1
+        try:
+            code = run_foreground(paths, limits, ready_fd=write_end, tcp=tcp, data_dir=data_dir)
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    answer = b""
+    while chunk := os.read(read_end, 64):
+        answer += chunk
+    os.close(read_end)
+    if answer.startswith(b"ready"):
+        return 0
+    if answer.startswith(b"running"):
+        words = answer.split()
+        who = words[1].decode() if len(words) > 1 else "?"
+        sys.stderr.write(f"agentbus daemon: already running (pid {who}) on {paths.socket}\n")
+        return 0
+    with contextlib.suppress(OSError):
+        tail = paths.log.read_text(errors="replace").splitlines()[-5:]
+        sys.stderr.write("\n".join(tail) + "\n")
+    sys.stderr.write(f"agentbus daemon: did not start (log: {paths.log})\n")
+    return 1
+
+
+def _status(paths: DaemonPaths) -> int:
+    from actors.frontends.daemon.client import DaemonError, open_client
+
+    async def ask() -> int:
+        try:
+            async with open_client(paths, client="agentbus daemon status", start=False) as client:
+                info = await client.status()
+        except DaemonError as exc:
+            sys.stdout.write(f"agentbus daemon: not running ({exc.message})\n")
+            return 1
+        print(f"agentbus daemon: running, pid {info.pid}, socket {info.socket}, since {info.started}")
+        print(f"sessions: {len(info.sessions)}")
+        for s in info.sessions:
+            flags = " busy" if s.busy else ""
+            flags += f" {len(s.pending_approvals)} approval(s) waiting" if s.pending_approvals else ""
+            print(f"  {s.session_id}  {s.state:8} {s.approval_mode:9} {s.clients} client(s){flags}  {s.workspace}  {s.title}")
+        print(f"connections: {len(info.connections)}")
+        for c in info.connections:
+            print(f"  {c.address}  {c.client or '-'}  sessions={len(c.sessions)} queued={c.queued_frames} lagged={c.lagged}")
+        return 0
+
+    return trio.run(ask)
+
+
+def _stop(paths: DaemonPaths) -> int:
+    from actors.frontends.daemon.client import DaemonError, open_client
+
+    async def ask() -> bool:
+        try:
+            async with open_client(paths, client="agentbus daemon stop", start=False) as client:
+                await client.stop_daemon()
+        except DaemonError:
+            return False
+        return True
+
+    asked = trio.run(ask)
+    if not asked:
+        pid = read_pid(paths)
+        if not lock_is_held(paths) or pid is None:
+            sys.stdout.write("agentbus daemon: not running\n")
+            return 0
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_WAIT_S
+    while lock_is_held(paths):
+        if time.monotonic() > deadline:
+            sys.stderr.write("agentbus daemon: still running after the stop request\n")
+            return 1
+        time.sleep(0.02)
+    sys.stdout.write("agentbus daemon: stopped\n")
+    return 0
+
+
+__all__ = [
+    "ConnectionActor",
+    "Daemon",
+    "DaemonConfig",
+    "DaemonCore",
+    "DaemonPathError",
+    "DaemonPaths",
+    "DaemonRunningError",
+    "Limits",
+    "RequestError",
+    "TcpConfigError",
+    "TcpListen",
+    "default_paths",
+    "main",
+    "run_foreground",
+    "serve",
+]

@@ -1,0 +1,5 @@
+import sys
+
+from actors.frontends.replay import main
+
+sys.exit(main())

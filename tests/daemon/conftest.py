@@ -1,3 +1,0 @@
-from tests.daemon._helpers import home
-
-__all__ = ["home"]
