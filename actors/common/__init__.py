@@ -12,7 +12,8 @@ gets from Node and its npm packages, so every actor computes them the same way:
 - ``_truncation``: Gemini's head-and-tail rendering of a long text, UTF-16 slices.
 - ``_regex``: JavaScript regular expressions on Python's ``re``, with V8's errors.
 - ``_lazy``: a package's public names imported on first use.
-- ``_shell``: shell syntax — shell-quote's ``parse`` and Gemini's ``stripShellWrapper``.
+- ``_shell``: shell syntax — shell-quote's ``parse`` and ``quote``, Gemini's
+  ``stripShellWrapper`` and ``escapeShellArg``.
 
 It imports only ``bus``, the standard library and third-party packages, never an actor,
 the host or a front end (``tests/check_dependencies.py`` enforces it); everything may
@@ -51,7 +52,7 @@ from ._procs import (
     signal_group,
 )
 from ._regex import JsRegexError, compile_js_regex, js_regex_to_python
-from ._shell import strip_shell_wrapper
+from ._shell import escape_shell_arg, strip_shell_wrapper
 from ._truncation import (
     format_count,
     format_truncated_output,
@@ -69,6 +70,7 @@ __all__ = [
     "ProcInfo",
     "child_process_groups",
     "compile_js_regex",
+    "escape_shell_arg",
     "descendants",
     "format_count",
     "format_truncated_output",

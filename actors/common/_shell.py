@@ -1,8 +1,12 @@
-"""Shell syntax as Gemini CLI reads it: shell-quote's ``parse`` and ``stripShellWrapper``.
+"""Shell syntax as Gemini CLI reads and writes it: shell-quote's ``parse`` and
+``quote``, ``stripShellWrapper`` and ``escapeShellArg``.
 
 Gemini unwraps ``bash -c "..."`` (and ``cmd.exe /c``, ``powershell -Command``) before it
 checks a command against the policy and before it runs it; both places use this one
-function, so a rule and the command it guards always see the same text.
+function, so a rule and the command it guards always see the same text. It quotes a
+value for bash in one way too (``escapeShellArg(arg, 'bash')``): the hook runner's
+``$GEMINI_CWD``-style tokens and the shell tool's background-PID file both go through
+:func:`escape_shell_arg`.
 """
 
 from __future__ import annotations
@@ -111,6 +115,31 @@ def _shell_quote_var(s: str, i: int) -> tuple[int, str]:
     if stop is None:
         return len(s), "$" + rest
     return i + stop.start() - 1, "$" + rest[: stop.start()]
+
+
+# shell-quote's ``quote`` (1.8, as bundled in Gemini CLI 0.61.0), with JavaScript's ``\s``.
+_SQ_SINGLE = re.compile(f'["\\\\{JS_WHITESPACE}]')
+_SQ_DOUBLE = re.compile(f"[\"'{JS_WHITESPACE}]")
+_SQ_DOUBLE_SPECIAL = re.compile(r"([\"\\$`!])")
+_SQ_BARE_SPECIAL = re.compile(r"([A-Za-z]:)?([#!\"$&'()*,:;<=>?@\[\\\]^`{|}])")
+
+
+def escape_shell_arg(arg: str) -> str:
+    """Gemini's ``escapeShellArg(arg, 'bash')``: ``''`` stays empty, else shell-quote's
+    ``quote([arg])``.
+
+    Exactly Gemini's, faults included: a value holding ``'`` goes in double quotes with
+    ``!`` escaped as ``\\!``, which bash (no history expansion in ``-c``) keeps as two
+    characters; a leading ``~`` is left bare, so bash expands it. Both only change what
+    a command sees in those rare values, the same way Gemini's does.
+    """
+    if not arg:
+        return ""
+    if _SQ_SINGLE.search(arg) and "'" not in arg:
+        return "'" + arg + "'"
+    if _SQ_DOUBLE.search(arg):
+        return '"' + _SQ_DOUBLE_SPECIAL.sub(r"\\\1", arg) + '"'
+    return _SQ_BARE_SPECIAL.sub(r"\1\\\2", arg)
 
 
 def strip_shell_wrapper(command: str) -> str:

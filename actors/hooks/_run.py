@@ -4,7 +4,8 @@
 started), ``cwd`` = the input's ``cwd``, environment = the given process environment +
 ``GEMINI_PROJECT_DIR``, ``GEMINI_PLANS_DIR``, ``GEMINI_CWD``, ``GEMINI_SESSION_ID``,
 ``CLAUDE_PROJECT_DIR`` + the hook's ``env``. The same ``$VAR`` tokens in the command
-are replaced by shell-quoted values first (``expandCommand``). stdin gets
+are replaced by shell-quoted values first (``expandCommand``, quoting with Gemini's
+``escapeShellArg``: :func:`actors.common.escape_shell_arg`). stdin gets
 ``JSON.stringify(input)`` then EOF; stdout and stderr are captured.
 
 Output (``parse_hook_output``): ``text = stdout.trim() || stderr.trim()``; JSON (also a
@@ -33,7 +34,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import re
 import signal
 import subprocess
 from collections.abc import Mapping
@@ -41,16 +41,16 @@ from typing import Any, Literal
 
 import attrs
 import trio
+from bus.json_values import freeze
 
 from actors.common import (
-    JS_WHITESPACE,
+    escape_shell_arg,
     group_has_live_members,
     js_json,
     js_number,
     js_trim,
     signal_group,
 )
-from bus.json_values import freeze
 
 from ._config import CommandHook
 
@@ -64,9 +64,6 @@ _REAP_S = 1.0
 _POLL_S = 0.002
 _READ_CHUNK = 65536
 
-_JS_SPACE = frozenset(JS_WHITESPACE)
-_DOUBLE_QUOTED_SPECIAL = re.compile(r'(["\\$`])')
-_BARE_SPECIAL = re.compile(r"([A-Za-z]:)?([#!\"$&'()*,:;<=>?@\[\\\]^`{|}~])")
 
 EXIT_SUCCESS = 0
 EXIT_NON_BLOCKING = 1
@@ -95,28 +92,14 @@ class HookResult:
 # ---------------------------------------------------------------------------- pure parts
 
 
-def shell_quote(arg: str) -> str:
-    """``escapeShellArg(arg, 'bash')``: '' stays empty, else ``shell-quote``'s ``quote``."""
-    if not arg:
-        return ""
-    has_space = any(c in _JS_SPACE for c in arg)
-    if "'" in arg and "!" in arg:
-        return "'" + arg.replace("'", "'\"'\"'") + "'"
-    if (has_space or '"' in arg or "\\" in arg) and "'" not in arg:
-        return "'" + arg + "'"
-    if has_space or '"' in arg or "'" in arg:
-        return '"' + _DOUBLE_QUOTED_SPECIAL.sub(r"\\\1", arg) + '"'
-    return _BARE_SPECIAL.sub(r"\1\\\2", arg)
-
-
 def expand_command(command: str, *, cwd: str, plans_dir: str, session_id: str) -> str:
     """Gemini's ``expandCommand``: the ``$VAR`` tokens, in its order, shell-quoted."""
-    escaped_cwd = shell_quote(cwd)
+    escaped_cwd = escape_shell_arg(cwd)
     return (
         command.replace("$GEMINI_PROJECT_DIR", escaped_cwd)
         .replace("$GEMINI_CWD", escaped_cwd)
-        .replace("$GEMINI_PLANS_DIR", shell_quote(plans_dir))
-        .replace("$GEMINI_SESSION_ID", shell_quote(session_id))
+        .replace("$GEMINI_PLANS_DIR", escape_shell_arg(plans_dir))
+        .replace("$GEMINI_SESSION_ID", escape_shell_arg(session_id))
         .replace("$CLAUDE_PROJECT_DIR", escaped_cwd)
     )
 

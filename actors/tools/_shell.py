@@ -74,9 +74,11 @@ from typing import Any
 
 import attrs
 import trio
+from bus.messages import ToolResult
 
 from actors.common import (
     descendants,
+    escape_shell_arg,
     group_has_live_members,
     js_to_fixed,
     js_trim,
@@ -86,7 +88,6 @@ from actors.common import (
     utf16_len,
     utf16_tail,
 )
-from bus.messages import ToolResult
 
 from ._base import OutputSink, Tool, ToolEnv
 from ._paths import NodeFsError, validate_path_access
@@ -209,17 +210,6 @@ def detect_command_substitution(command: str) -> bool:
     return False
 
 
-def _shell_quote_arg(arg: str) -> str:
-    """shell-quote's ``quote([arg])`` (``escapeShellArg(arg, 'bash')``)."""
-    if not arg:
-        return ""
-    if re.search(r"[\"\s\\]", arg) and "'" not in arg:
-        return "'" + arg + "'"
-    if re.search(r"[\"'\s]", arg):
-        return '"' + re.sub(r"([\"\\$`!])", r"\\\1", arg) + '"'
-    return re.sub(r"([A-Za-z]:)?([#!\"$&'()*,:;<=>?@\[\\\]^`{|}])", r"\1\\\2", arg)
-
-
 def wrap_command_for_background_pids(command: str, pid_file: str) -> str:
     """Run the command in a subshell whose EXIT trap lists the jobs it left running."""
     trimmed = js_trim(command)
@@ -228,7 +218,7 @@ def wrap_command_for_background_pids(command: str, pid_file: str) -> str:
     if trimmed.endswith("\\"):
         trimmed += " "
     return (
-        f"_bgpids_file={_shell_quote_arg(pid_file)}\n(\n"
+        f"_bgpids_file={escape_shell_arg(pid_file)}\n(\n"
         f"  trap 'jobs -p > \"$_bgpids_file\"' EXIT\n{trimmed}\n)\n__code=$?\nexit $__code"
     )
 
