@@ -6,12 +6,11 @@ gets from Node and its npm packages, so every actor computes them the same way:
 
 - ``_js``: JavaScript semantics — ``JSON.stringify``, ``String(number)``, ``String.length`` in UTF-16 code
   units, ``String.prototype.trim``, ``Math.round``.
-- ``_procs``: process groups and process trees, read from ``/proc``.
+- ``_procs``: process groups and process trees (psutil).
 - ``_node_path``: Node's ``path`` module (POSIX) and Gemini's ``isSubpath``.
 - ``_net``: Node's network error codes that Gemini retries.
 - ``_truncation``: Gemini's head-and-tail rendering of a long text, UTF-16 slices.
 - ``_regex``: JavaScript regular expressions on Python's ``re``, with V8's errors.
-- ``_lazy``: a package's public names imported on first use.
 - ``_shell``: shell syntax — shell-quote's ``parse`` and ``quote``, Gemini's
   ``stripShellWrapper`` and ``escapeShellArg``.
 
@@ -33,7 +32,6 @@ from ._js import (
     js_trim_start,
     utf16_len,
 )
-from ._lazy import lazy_exports
 from ._net import RETRYABLE_NETWORK_CODES, is_network_retryable
 from ._node_path import (
     is_subpath,
@@ -44,11 +42,10 @@ from ._node_path import (
     node_resolve,
 )
 from ._procs import (
-    ProcInfo,
     child_process_groups,
     descendants,
     group_has_live_members,
-    process_table,
+    group_members,
     signal_group,
 )
 from ._regex import JsRegexError, compile_js_regex, js_regex_to_python
@@ -63,11 +60,9 @@ from ._truncation import (
 )
 
 __all__ = [
-    "lazy_exports",
     "JS_WHITESPACE",
     "JsRegexError",
     "RETRYABLE_NETWORK_CODES",
-    "ProcInfo",
     "child_process_groups",
     "compile_js_regex",
     "escape_shell_arg",
@@ -75,7 +70,7 @@ __all__ = [
     "format_count",
     "format_truncated_output",
     "group_has_live_members",
-    "process_table",
+    "group_members",
     "signal_group",
     "split_budget",
     "is_network_retryable",

@@ -1,101 +1,97 @@
-"""Process groups and process trees, read from ``/proc`` (Linux).
+"""Process groups and process trees (psutil), for the shell tool, the hook runner and
+a forced exit.
 
-The shell tool and the hook runner start each command in a process group of its own
-and must end the whole group (and children that left it) on cancel or timeout; a forced
-exit kills the groups of our children. Where there is no ``/proc`` the table is None and
-callers fall back to signalling the group.
+The shell tool and the hook runner start each command in a process group of its own and
+must end the whole group, and the children that left it, on cancel or timeout
+(SIGTERM, a grace, SIGKILL: Gemini's ``killProcessGroup``); a forced exit kills the
+groups of our children. Descendants are :class:`psutil.Process` objects, remembered
+between the SIGTERM and the SIGKILL: psutil refuses to signal one whose PID has since
+been given to another process, which a bare PID cannot tell.
+
+psutil has no process-group field, so a group's members are found with ``getpgid`` over
+every PID. Where psutil cannot list processes, a group is probed with ``killpg(pgid, 0)``
+instead (a zombie member then still counts).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
-import attrs
+import psutil
 
-
-@attrs.frozen
-class ProcInfo:
-    """One line of ``/proc/<pid>/stat``, the fields we use."""
-
-    pid: int
-    ppid: int
-    pgid: int
-    state: str
-    """``R``, ``S``, ``Z`` (zombie), ``X`` (dead)…"""
+_GONE = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
 
 
-def process_table() -> list[ProcInfo] | None:
-    """Every process from ``/proc`` (None where there is no ``/proc``)."""
+def descendants(pid: int) -> list[psutil.Process]:
+    """All descendants of ``pid``, parents before children (Gemini walks ``pgrep -P``);
+    empty when ``pid`` is gone."""
     try:
-        names = os.listdir("/proc")
-    except OSError:
-        return None
-    table: list[ProcInfo] = []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                raw = f.read()
-        except OSError:
-            continue  # gone meanwhile
-        # ``pid (comm) state ppid pgrp ...``; comm may hold spaces and parentheses.
-        fields = raw[raw.rfind(b")") + 2 :].split()
-        if len(fields) < 3:
-            continue
-        table.append(ProcInfo(int(name), int(fields[1]), int(fields[2]), fields[0].decode()))
-    return table
-
-
-def descendants(pid: int) -> list[int]:
-    """All descendants of ``pid``, parents before children (Gemini walks ``pgrep -P``)."""
-    table = process_table()
-    if not table:
+        return psutil.Process(pid).children(recursive=True)
+    except (psutil.Error, OSError):
         return []
-    children: dict[int, list[int]] = {}
-    for info in table:
-        children.setdefault(info.ppid, []).append(info.pid)
-    found: list[int] = []
-    stack = [pid]
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            found.append(child)
-            stack.append(child)
-    return found
+
+
+def group_members(pgid: int) -> list[int] | None:
+    """The processes of group ``pgid`` that have not exited (zombies have); None when
+    processes cannot be listed."""
+    try:
+        pids = psutil.pids()
+    except (psutil.Error, OSError):
+        return None
+    members: list[int] = []
+    for pid in pids:
+        try:
+            if os.getpgid(pid) != pgid or psutil.Process(pid).status() in _GONE:
+                continue
+        except (psutil.Error, OSError):
+            continue  # gone meanwhile
+        members.append(pid)
+    return members
 
 
 def group_has_live_members(pgid: int) -> bool:
-    """Whether a non-zombie process is still in the group (without ``/proc``: whether
-    the group can still be signalled)."""
-    table = process_table()
-    if table is None:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
+    """Whether a process of the group has not exited yet (without a process list:
+    whether the group can still be signalled)."""
+    members = group_members(pgid)
+    if members is not None:
+        return bool(members)
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
         return True
-    return any(p.pgid == pgid and p.state not in ("Z", "X") for p in table)
+    return True
 
 
-def signal_group(pgid: int, sig: int, pids: list[int] | tuple[int, ...] = ()) -> None:
-    """Send ``sig`` to the group, then to each of ``pids`` (children that left the
-    group), deepest first; processes already gone are skipped."""
+def signal_group(pgid: int, sig: int, processes: Sequence[psutil.Process] = ()) -> None:
+    """Send ``sig`` to the group, then to each of ``processes`` (children that left the
+    group), deepest first; processes already gone (or whose PID was reused) are skipped."""
     try:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-    for pid in reversed(pids):
+    for proc in reversed(processes):
         try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
+            proc.send_signal(sig)
+        except (psutil.Error, OSError):
             pass
 
 
 def child_process_groups(pid: int | None = None) -> set[int]:
     """The process groups of ``pid``'s children (default: ours), other than our own."""
-    parent = os.getpid() if pid is None else pid
     own = os.getpgrp()
-    table = process_table() or []
-    return {p.pgid for p in table if p.ppid == parent and p.pgid != own}
+    try:
+        children = psutil.Process(os.getpid() if pid is None else pid).children()
+    except (psutil.Error, OSError):
+        return set()
+    groups: set[int] = set()
+    for child in children:
+        try:
+            group = os.getpgid(child.pid)
+        except OSError:
+            continue
+        if group != own:
+            groups.add(group)
+    return groups

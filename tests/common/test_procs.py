@@ -1,4 +1,4 @@
-"""Process groups and trees from ``/proc``, on real processes."""
+"""Process groups and trees (psutil), on real processes."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
 from actors.common import (
     child_process_groups,
     descendants,
     group_has_live_members,
-    process_table,
+    group_members,
     signal_group,
 )
 from tests.frontends.daemon._procs import ends_within
@@ -42,17 +43,18 @@ def group(subreaper: None) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
             os.waitpid(child, 0)
 
 
-def test_process_table_has_us_and_our_parent() -> None:
-    table = process_table()
-    assert table is not None
-    me = next(p for p in table if p.pid == os.getpid())
-    assert (me.ppid, me.pgid) == (os.getppid(), os.getpgrp())
+def test_group_members_are_the_groups_processes(
+    group: tuple[subprocess.Popen[bytes], int],
+) -> None:
+    proc, child = group
+    assert sorted(group_members(proc.pid) or []) == sorted([proc.pid, child])
+    assert os.getpid() in (group_members(os.getpgrp()) or [])
 
 
 def test_descendants_and_child_groups(group: tuple[subprocess.Popen[bytes], int]) -> None:
     proc, child = group
-    assert descendants(proc.pid) == [child]
-    assert child in descendants(os.getpid())
+    assert [p.pid for p in descendants(proc.pid)] == [child]
+    assert child in [p.pid for p in descendants(os.getpid())]
     assert proc.pid in child_process_groups()
     assert os.getpgrp() not in child_process_groups()
 
@@ -60,24 +62,23 @@ def test_descendants_and_child_groups(group: tuple[subprocess.Popen[bytes], int]
 def test_group_dies_with_signal_group(group: tuple[subprocess.Popen[bytes], int]) -> None:
     proc, child = group
     assert group_has_live_members(proc.pid)
-    signal_group(proc.pid, signal.SIGKILL, [child])
+    signal_group(proc.pid, signal.SIGKILL, descendants(proc.pid))
     proc.wait(timeout=10)
     assert ends_within(child, 10)  # against a hang only: its pidfd says when it is gone
     assert not group_has_live_members(proc.pid)  # a zombie is no live member
 
 
-def test_without_proc_the_group_is_probed_by_signal(
+def test_without_a_process_list_the_group_is_probed_by_signal(
     group: tuple[subprocess.Popen[bytes], int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The hook runner's copy answered None here and stopped waiting for the group.
     proc, child = group
 
-    def no_proc(path: str) -> list[str]:
-        raise FileNotFoundError(path)
+    def no_proc() -> list[int]:
+        raise FileNotFoundError("/proc")
 
-    monkeypatch.setattr(os, "listdir", no_proc)
-    assert process_table() is None
-    assert descendants(proc.pid) == []
+    monkeypatch.setattr(psutil, "pids", no_proc)
+    assert group_members(proc.pid) is None
     assert group_has_live_members(proc.pid) is True
     signal_group(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
@@ -87,5 +88,6 @@ def test_without_proc_the_group_is_probed_by_signal(
 
 def test_signal_group_skips_processes_already_gone() -> None:
     gone = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    remembered = psutil.Process(gone.pid)
     gone.wait(timeout=10)
-    signal_group(gone.pid, signal.SIGTERM, [gone.pid])  # no error
+    signal_group(gone.pid, signal.SIGTERM, [remembered])  # no error
