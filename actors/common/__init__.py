@@ -11,6 +11,7 @@ gets from Node and its npm packages, so every actor computes them the same way:
 - ``_net``: Node's network error codes that Gemini retries.
 - ``_truncation``: Gemini's head-and-tail rendering of a long text, UTF-16 slices.
 - ``_regex``: JavaScript regular expressions on Python's ``re``, with V8's errors.
+- ``_lazy``: a package's public names imported on first use.
 - ``_shell``: shell syntax — shell-quote's ``parse`` and ``quote``, Gemini's
   ``stripShellWrapper`` and ``escapeShellArg``.
 
@@ -32,6 +33,7 @@ from ._js import (
     js_trim_start,
     utf16_len,
 )
+from ._lazy import lazy_exports
 from ._net import RETRYABLE_NETWORK_CODES, is_network_retryable
 from ._node_path import (
     is_subpath,
@@ -60,6 +62,7 @@ from ._truncation import (
 )
 
 __all__ = [
+    "lazy_exports",
     "JS_WHITESPACE",
     "JsRegexError",
     "RETRYABLE_NETWORK_CODES",
