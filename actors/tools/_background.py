@@ -12,7 +12,7 @@ import trio
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv
-from ._shell import BACKGROUND_PROCESSES, BackgroundProcess, BackgroundProcessRegistry
+from ._shell_processes import BACKGROUND_PROCESSES, BackgroundProcess, BackgroundProcessRegistry
 
 MAX_LOG_READ_BYTES = 64 * 1024
 DEFAULT_TAIL_LINES = 100

@@ -22,20 +22,16 @@ import trio.testing
 
 from actors.common import format_truncated_output
 from actors.tools._base import ToolEnv
-from actors.tools._shell import (
+from actors.tools._shell import SHELL_TOOLS, ShellTool
+from actors.tools._shell_command import (
     INJECTION_DISPLAY,
     INJECTION_MESSAGE,
-    SHELL_TOOLS,
-    BackgroundProcessRegistry,
-    ShellTool,
-    build_shell_env,
     detect_command_substitution,
-    kill_background_processes,
     resolve_executable,
-    strip_ansi,
-    user_cancelled_result,
-    wrap_untrusted,
 )
+from actors.tools._shell_env import build_shell_env
+from actors.tools._shell_output import strip_ansi, user_cancelled_result, wrap_untrusted
+from actors.tools._shell_processes import BackgroundProcessRegistry, kill_background_processes
 from tests.conftest import SHARED
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="process groups via /proc")

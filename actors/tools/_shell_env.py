@@ -1,0 +1,148 @@
+"""The environment a shell command runs in, and the shell tool's settings.
+
+Gemini CLI's ``prepareExecution``: the process environment, redacted when
+``security.environmentVariableRedaction`` says so (or on GitHub), plus fixed variables
+that keep git, pagers and editors from waiting for a terminal; and
+``tools.shell.inactivityTimeout``. Pure functions of the source environment and the
+merged settings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+DEFAULT_INACTIVITY_TIMEOUT_S = 300
+"""``tools.shell.inactivityTimeout`` default (seconds without output)."""
+
+
+_ALWAYS_ALLOWED_ENV = frozenset(
+    {
+        "PATH", "SYSTEMROOT", "COMSPEC", "PATHEXT", "WINDIR", "TEMP", "TMP", "USERPROFILE",
+        "SYSTEMDRIVE", "HOME", "LANG", "SHELL", "TMPDIR", "USER", "LOGNAME", "TERM",
+        "COLORTERM", "ADDITIONAL_CONTEXT", "AVAILABLE_LABELS", "BRANCH_NAME", "DESCRIPTION",
+        "EVENT_NAME", "GITHUB_ENV", "IS_PULL_REQUEST", "ISSUES_TO_TRIAGE", "ISSUE_BODY",
+        "ISSUE_NUMBER", "ISSUE_TITLE", "PULL_REQUEST_NUMBER", "REPOSITORY", "TITLE",
+        "TRIGGERING_ACTOR",
+    }
+)  # fmt: skip
+_NEVER_ALLOWED_ENV = frozenset(
+    {
+        "CLIENT_ID", "DB_URI", "CONNECTION_STRING", "AWS_DEFAULT_REGION", "AZURE_CLIENT_ID",
+        "AZURE_TENANT_ID", "SLACK_WEBHOOK_URL", "TWILIO_ACCOUNT_SID", "DATABASE_URL",
+        "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_ACCOUNT", "FIREBASE_PROJECT_ID",
+    }
+)  # fmt: skip
+_NEVER_ALLOWED_NAME = re.compile(
+    "TOKEN|SECRET|PASSWORD|PASSWD|KEY|AUTH|CREDENTIAL|CREDS|PRIVATE|CERT", re.IGNORECASE
+)
+_NEVER_ALLOWED_VALUE = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"-----BEGIN (RSA|OPENSSH|EC|PGP) PRIVATE KEY-----",
+        r"-----BEGIN CERTIFICATE-----",
+        r"(https?|ftp|smtp)://[^:\s]{1,1024}:[^@\s]{1,1024}@",
+        r"(ghp|gho|ghu|ghs|ghr|github_pat)_[a-zA-Z0-9_]{36,}",
+        r"AIzaSy[a-zA-Z0-9_\\-]{33}",
+        r"AKIA[A-Z0-9]{16}",
+        r"eyJ[a-zA-Z0-9_-]{0,10240}\.[a-zA-Z0-9_-]{0,10240}\.[a-zA-Z0-9_-]{0,10240}",
+        r"(s|r)k_(live|test)_[0-9a-zA-Z]{24}",
+        r"xox[abpr]-[a-zA-Z0-9-]+",
+    )
+)
+_GIT_OVERRIDES = (
+    ("credential.helper", ""),
+    ("core.fsmonitor", ""),
+    ("core.hooksPath", ""),
+    ("core.sshCommand", ""),
+    ("core.pager", "cat"),
+    ("core.editor", ""),
+    ("sequence.editor", ""),
+    ("diff.external", ""),
+)
+
+
+def _setting(settings: Mapping[str, Any], *keys: str) -> Any:
+    node: Any = settings
+    for key in keys:
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(key)
+    return node
+
+
+def _redacted(key: str, value: str, allowed: set[str], blocked: set[str], strict: bool) -> bool:
+    key = key.upper()
+    if key.startswith("GEMINI_CLI_"):
+        return False
+    if value and any(p.search(value.upper()) for p in _NEVER_ALLOWED_VALUE):
+        return True
+    if key.startswith("GIT_CONFIG_") or key in allowed:
+        return False
+    if key in blocked:
+        return True
+    if key in _ALWAYS_ALLOWED_ENV:
+        return False
+    if key in _NEVER_ALLOWED_ENV or strict:
+        return True
+    return _NEVER_ALLOWED_NAME.search(key) is not None
+
+
+def _js_parse_int(text: str) -> int | None:
+    match = re.match(r"\s*([+-]?\d+)", text)
+    return int(match.group(1)) if match else None
+
+
+def build_shell_env(
+    source: Mapping[str, str], settings: Mapping[str, Any] | None = None
+) -> dict[str, str]:
+    """The environment Gemini gives the shell (``prepareExecution``).
+
+    ``source`` is sanitised when ``security.environmentVariableRedaction.enabled`` is set
+    or on GitHub (``GITHUB_SHA`` / ``SURFACE=Github``), then Gemini's fixed variables are
+    added: ``GEMINI_CLI=1``, ``TERM=xterm-256color``, ``PAGER``/``GIT_PAGER=cat``, git
+    configured not to prompt, page, or run hooks and editors, no display or D-Bus.
+    """
+    settings = settings or {}
+    redaction = _setting(settings, "security", "environmentVariableRedaction")
+    redaction = redaction if isinstance(redaction, Mapping) else {}
+    git_config_keys = [k for k in source if k.startswith("GIT_CONFIG_")]
+    allowed = {str(k).upper() for k in redaction.get("allowed") or ()}
+    allowed.update(k.upper() for k in git_config_keys)
+    blocked = {str(k).upper() for k in redaction.get("blocked") or ()}
+    strict = bool(source.get("GITHUB_SHA")) or source.get("SURFACE") == "Github"
+    if redaction.get("enabled") is True or strict:
+        env = {k: v for k, v in source.items() if not _redacted(k, v, allowed, blocked, strict)}
+    else:
+        env = dict(source)
+    env.update(GEMINI_CLI="1", TERM="xterm-256color", PAGER="cat", GIT_PAGER="cat")
+    for key in git_config_keys:
+        env[key] = source[key]
+    count = _js_parse_int(env.get("GIT_CONFIG_COUNT") or "0")
+    env.update(GIT_CONFIG_GLOBAL="/dev/null", GIT_CONFIG_SYSTEM="/dev/null")
+    env["GIT_CONFIG_NOSYSTEM"] = "1"
+    for key, value in _GIT_OVERRIDES:
+        index = "NaN" if count is None else str(count)
+        env[f"GIT_CONFIG_KEY_{index}"] = key
+        env[f"GIT_CONFIG_VALUE_{index}"] = value
+        count = None if count is None else count + 1
+    env["GIT_CONFIG_COUNT"] = "NaN" if count is None else str(count)
+    env.update(
+        GIT_TERMINAL_PROMPT="0",
+        GIT_ASKPASS="",
+        SSH_ASKPASS="",
+        GH_PROMPT_DISABLED="1",
+        GCM_INTERACTIVE="never",
+        DISPLAY="",
+        DBUS_SESSION_BUS_ADDRESS="",
+    )
+    return env
+
+
+def inactivity_timeout(settings: Mapping[str, Any]) -> float:
+    """``tools.shell.inactivityTimeout`` in seconds (default 300; <= 0 disables)."""
+    value = _setting(settings, "tools", "shell", "inactivityTimeout")
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return float(DEFAULT_INACTIVITY_TIMEOUT_S)
+    return float(value)
