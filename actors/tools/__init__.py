@@ -21,14 +21,13 @@ if TYPE_CHECKING:
         load_registry,
     )
     from ._agents import REJECTED_MESSAGE, CompleteTaskTool
+    from ._discovery import FileDiscovery, respect_flags
+    from ._fs_errors import NodeFsError
     from ._glob import GlobTool, escape_glob, glob_files
     from ._glob import _run_glob as run_glob
     from ._paths import (
-        FileDiscovery,
-        NodeFsError,
         context_file_name,
         resolve_to_real_path,
-        respect_flags,
         validate_path_access,
         validate_path_string,
     )
@@ -54,11 +53,11 @@ __getattr__ = lazy_exports(
         "escape_glob": "._glob",
         "glob_files": "._glob",
         "run_glob": "._glob:_run_glob",
-        "FileDiscovery": "._paths",
-        "NodeFsError": "._paths",
+        "FileDiscovery": "._discovery",
+        "NodeFsError": "._fs_errors",
         "context_file_name": "._paths",
         "resolve_to_real_path": "._paths",
-        "respect_flags": "._paths",
+        "respect_flags": "._discovery",
         "validate_path_access": "._paths",
         "validate_path_string": "._paths",
         "detect_file_type": "._read_file",

@@ -54,6 +54,17 @@ class ToolEnv:
         return (self.workspace,)
 
 
+def setting(settings: Mapping[str, Any], *keys: str) -> Any:
+    """``settings[key][key]...`` of merged settings; None where a level is missing or is
+    not an object."""
+    node: Any = settings
+    for key in keys:
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(key)
+    return node
+
+
 class ModelCallError(Exception):
     """A tool's model call failed (the gateway's ``ModelFailed``); ``status`` if HTTP."""
 

@@ -31,18 +31,10 @@ from actors.common import is_within_root, node_join, node_relative, node_resolve
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv
-from ._paths import (
-    FileDiscovery,
-    NodeFsError,
-    error_message,
-    locale_sort_key,
-    make_relative,
-    readdir_sorted,
-    resolve_to_real_path,
-    respect_flags,
-    shorten_path,
-    validate_path_access,
-)
+from ._collation import locale_sort_key
+from ._discovery import FileDiscovery, readdir_sorted, respect_flags
+from ._fs_errors import NodeFsError, error_message
+from ._paths import make_relative, resolve_to_real_path, shorten_path, validate_path_access
 
 COMMON_IGNORE_PATTERNS: tuple[str, ...] = (
     "**/node_modules/**",

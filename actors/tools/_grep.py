@@ -50,18 +50,10 @@ from actors.common import (
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv
+from ._discovery import filtering_setting, is_git_repository
+from ._fs_errors import NodeFsError, error_message, node_fs_error
 from ._glob import COMMON_IGNORE_PATTERNS, glob_files
-from ._paths import (
-    NodeFsError,
-    error_message,
-    filtering_setting,
-    is_git_repository,
-    make_relative,
-    node_fs_error,
-    resolve_to_real_path,
-    shorten_path,
-    validate_path_access,
-)
+from ._paths import make_relative, resolve_to_real_path, shorten_path, validate_path_access
 from ._read_file import MAX_LINE_LENGTH_TEXT_FILE, split_lines
 
 DEFAULT_TOTAL_MAX_MATCHES = 100

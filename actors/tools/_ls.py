@@ -28,17 +28,10 @@ from actors.common import node_join, node_relative, node_resolve
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv
-from ._paths import (
-    FileDiscovery,
-    NodeFsError,
-    locale_sort_key,
-    make_relative,
-    node_fs_error,
-    readdir_sorted,
-    respect_flags,
-    shorten_path,
-    validate_path_access,
-)
+from ._collation import locale_sort_key
+from ._discovery import FileDiscovery, readdir_sorted, respect_flags
+from ._fs_errors import NodeFsError, node_fs_error
+from ._paths import make_relative, shorten_path, validate_path_access
 
 _SCHEMA: dict[str, Any] = {
     "type": "object",

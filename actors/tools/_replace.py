@@ -47,15 +47,13 @@ from actors.common import (
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv
+from ._discovery import FileDiscovery, readdir_sorted, respect_flags
+from ._fs_errors import NodeFsError
 from ._paths import (
-    FileDiscovery,
-    NodeFsError,
     js_prefix,
     make_relative,
-    readdir_sorted,
     resolve_defensive_tool_path,
     resolve_to_real_path,
-    respect_flags,
     shorten_path,
     validate_path_access,
 )

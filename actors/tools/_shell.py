@@ -79,7 +79,8 @@ from actors.common import js_trim, node_resolve, strip_shell_wrapper
 from bus.messages import ToolResult
 
 from ._base import OutputSink, Tool, ToolEnv
-from ._paths import NodeFsError, validate_path_access
+from ._fs_errors import NodeFsError
+from ._paths import validate_path_access
 from ._shell_command import (
     INJECTION_DISPLAY,
     INJECTION_ERROR_TYPE,

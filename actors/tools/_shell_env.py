@@ -13,6 +13,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ._base import setting
+
 DEFAULT_INACTIVITY_TIMEOUT_S = 300
 """``tools.shell.inactivityTimeout`` default (seconds without output)."""
 
@@ -63,15 +65,6 @@ _GIT_OVERRIDES = (
 )
 
 
-def _setting(settings: Mapping[str, Any], *keys: str) -> Any:
-    node: Any = settings
-    for key in keys:
-        if not isinstance(node, Mapping):
-            return None
-        node = node.get(key)
-    return node
-
-
 def _redacted(key: str, value: str, allowed: set[str], blocked: set[str], strict: bool) -> bool:
     key = key.upper()
     if key.startswith("GEMINI_CLI_"):
@@ -105,7 +98,7 @@ def build_shell_env(
     configured not to prompt, page, or run hooks and editors, no display or D-Bus.
     """
     settings = settings or {}
-    redaction = _setting(settings, "security", "environmentVariableRedaction")
+    redaction = setting(settings, "security", "environmentVariableRedaction")
     redaction = redaction if isinstance(redaction, Mapping) else {}
     git_config_keys = [k for k in source if k.startswith("GIT_CONFIG_")]
     allowed = {str(k).upper() for k in redaction.get("allowed") or ()}
@@ -142,7 +135,7 @@ def build_shell_env(
 
 def inactivity_timeout(settings: Mapping[str, Any]) -> float:
     """``tools.shell.inactivityTimeout`` in seconds (default 300; <= 0 disables)."""
-    value = _setting(settings, "tools", "shell", "inactivityTimeout")
+    value = setting(settings, "tools", "shell", "inactivityTimeout")
     if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
         return float(DEFAULT_INACTIVITY_TIMEOUT_S)
     return float(value)

@@ -52,13 +52,10 @@ from actors.common import (
 from bus.messages import ToolResult
 
 from ._base import FileAccessError, OutputSink, ToolEnv
+from ._fs_errors import NodeFsError, error_message, node_error_code, node_fs_error
 from ._paths import (
-    NodeFsError,
-    error_message,
     make_dirs,
     make_relative,
-    node_error_code,
-    node_fs_error,
     resolve_to_real_path,
     resolve_tool_path,
     shorten_path,

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from actors.common import utf16_len
+from actors.tools._collation import locale_sort_key
+from actors.tools._discovery import GitIgnoreParser
+from actors.tools._fs_errors import NodeFsError
+from actors.tools._ignore import IgnoreRules
 from actors.tools._paths import (
-    GitIgnoreParser,
-    IgnoreRules,
-    NodeFsError,
     js_prefix,
-    locale_sort_key,
     make_relative,
     resolve_defensive_tool_path,
     resolve_to_real_path,
