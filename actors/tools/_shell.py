@@ -58,8 +58,9 @@ capped at Gemini's 16 M characters. The model's text is produced from that copy 
 :class:`TruncatingWriter`, which keeps only head and tail and streams everything to the
 output file; no second full copy of the ``llm_content`` is built.
 
-Blocking work done inline (all local and small): path checks, the temp dir for the
-background-PID file, reading that file, writing the truncation file.
+Blocking work: writing the truncated output's file and reading a background call's
+log run in worker threads; done inline, as local and small, are the path checks, the
+temp dir for the background-PID file and reading that file.
 """
 
 from __future__ import annotations
@@ -383,7 +384,11 @@ class ShellTool:
                     started_at=trio.current_time(),
                 )
             )
-        return self._finish(outcome, params, command_to_execute, timeout_s, env, call_id)
+        # Writes the whole output (up to 16 M characters) when it is truncated: in a worker
+        # thread, not abandoned on cancel (the file is never left half written).
+        return await trio.to_thread.run_sync(
+            self._finish, outcome, params, command_to_execute, timeout_s, env, call_id
+        )
 
     def _finish(
         self,
@@ -487,6 +492,10 @@ class ShellTool:
                 on_pid(proc.pid)
             delay_ms = BACKGROUND_DELAY_MS if params.delay_ms is None else params.delay_ms
             await trio.sleep(max(delay_ms, 0) / 1000)
+            # Up to 16 MiB of log: read in a worker thread.
+            initial = await trio.to_thread.run_sync(
+                read_log_output, log_path, abandon_on_cancel=True
+            )
         except BaseException:
             with trio.CancelScope(shield=True):
                 await self.background.kill_entries((entry,))
@@ -495,11 +504,7 @@ class ShellTool:
         return ToolResult(
             llm_content=wrap_untrusted(text),
             return_display=text,
-            data={
-                "pid": proc.pid,
-                "command": params.command,
-                "initialOutput": read_log_output(log_path),
-            },
+            data={"pid": proc.pid, "command": params.command, "initialOutput": initial},
         )
 
 

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,6 +22,7 @@ import trio
 import trio.testing
 
 from actors.common import format_truncated_output
+from actors.tools import _shell
 from actors.tools._base import ToolEnv
 from actors.tools._shell import SHELL_TOOLS, ShellTool
 from actors.tools._shell_command import (
@@ -30,7 +32,12 @@ from actors.tools._shell_command import (
     resolve_executable,
 )
 from actors.tools._shell_env import build_shell_env
-from actors.tools._shell_output import strip_ansi, user_cancelled_result, wrap_untrusted
+from actors.tools._shell_output import (
+    read_log_output,
+    strip_ansi,
+    user_cancelled_result,
+    wrap_untrusted,
+)
 from actors.tools._shell_processes import BackgroundProcessRegistry, kill_background_processes
 from tests.conftest import SHARED
 
@@ -510,6 +517,22 @@ async def test_background_call_returns_and_leaves_the_process_running(
     await assert_group_gone(pgid)
 
 
+async def test_a_background_calls_log_is_read_off_the_event_loop(
+    tool: ShellTool, env: ToolEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Up to 16 MiB of log; it was read in the executor's trio task.
+    threads: list[threading.Thread] = []
+
+    def recording(path: Path) -> str:
+        threads.append(threading.current_thread())
+        return read_log_output(path)
+
+    monkeypatch.setattr(_shell, "read_log_output", recording)
+    result, _, _ = await run(tool, env, command="echo hi", is_background=True, delay_ms=300)
+    assert result["data"]["initialOutput"] == "hi"
+    assert threads and threads[0] is not threading.main_thread()
+
+
 async def test_background_call_that_finishes_quickly(
     tool: ShellTool, env: ToolEnv, registry: BackgroundProcessRegistry
 ) -> None:
@@ -573,6 +596,24 @@ async def test_large_output_is_truncated_like_gemini(workspace: Path, tool: Shel
     )
     assert result["display"] == output
     assert path.read_text() == full
+
+
+async def test_the_truncated_outputs_file_is_written_off_the_event_loop(
+    workspace: Path, tool: ShellTool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Up to 16 M characters go to that file; it was written in the executor's trio task.
+    threads: list[threading.Thread] = []
+
+    class Recording(_shell.TruncatingWriter):
+        def write(self, text: str) -> None:
+            threads.append(threading.current_thread())
+            super().write(text)
+
+    monkeypatch.setattr(_shell, "TruncatingWriter", Recording)
+    env = make_env(workspace, tools={"truncateToolOutputThreshold": 50})
+    result, _, _ = await run(tool, env, command="yes | head -n 3000")
+    assert result["output_file"] is not None
+    assert threads and threading.main_thread() not in threads
 
 
 async def test_truncation_disabled(workspace: Path, tool: ShellTool) -> None:
