@@ -8,13 +8,16 @@ drift from the code.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import re
 import sys
+from typing import Any, Literal, get_args, get_origin
 
 import attrs
 
 from . import messages
+from .messages import _kinds
 
 GROUPS = ("session", "turn", "model", "tools", "hooks", "control", "client")
 
@@ -37,6 +40,7 @@ def render() -> str:
         "encoded by `bus.codec` as JSON with a `type` tag. Correlation ids come first.",
         "",
     ]
+    lines += _words()
     for group in GROUPS:
         module = getattr(messages, group)
         lines += [f"## {group}", "", (inspect.getdoc(module) or "").split("\n\n")[0], ""]
@@ -56,6 +60,46 @@ def render() -> str:
                 lines.append(f"| `{f.name}` | `{kind}` | {note} |")
             lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _words() -> list[str]:
+    """The closed sets (``Literal`` types) that fields name, with their words."""
+    lines = [
+        "## Words",
+        "",
+        "Fields of these types take one of the listed words and nothing else; the codec",
+        "refuses any other with a `CodecError` naming the field (`bus/messages/_kinds.py`).",
+        "",
+        "| type | words | notes |",
+        "|---|---|---|",
+    ]
+    docs = _alias_docs()
+    for name, value in vars(_kinds).items():
+        if get_origin(value) is Literal:
+            words = ", ".join(f"`{w}`" if w else '`""`' for w in _literal_words(value))
+            lines.append(f"| `{name}` | {words} | {docs.get(name, '')} |")
+    return [*lines, ""]
+
+
+def _literal_words(kind: Any) -> tuple[str, ...]:
+    return tuple(get_args(kind))
+
+
+def _alias_docs() -> dict[str, str]:
+    """The docstring under each alias of ``_kinds`` (first sentence kept whole)."""
+    tree = ast.parse(inspect.getsource(_kinds))
+    docs: dict[str, str] = {}
+    body = tree.body
+    for stmt, nxt in zip(body, body[1:], strict=False):
+        if (
+            isinstance(stmt, ast.AnnAssign)
+            and isinstance(stmt.target, ast.Name)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
+            docs[stmt.target.id] = " ".join(nxt.value.value.split()).replace("|", "\\|")
+    return docs
 
 
 def _field_doc(cls: type, name: str) -> str | None:

@@ -9,7 +9,7 @@ Decoding failures of any kind (malformed JSON, unknown tag, wrong field) raise
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 import attrs
 import cattrs
@@ -40,7 +40,21 @@ def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True)
     conv.register_structure_hook_func(lambda t: t is JsonValue, lambda v, _t: freeze(v))
     conv.register_unstructure_hook_func(lambda t: t is JsonValue, thaw)
+    conv.register_structure_hook_func(_is_literal, _structure_word)
     return conv
+
+
+def _is_literal(kind: Any) -> bool:
+    return get_origin(kind) is Literal
+
+
+def _structure_word(value: Any, kind: Any) -> Any:
+    """A field of a ``Literal`` type (a status, a mode, a reason...) takes one of its
+    words and nothing else."""
+    words = get_args(kind)
+    if value.__class__ is str and value in words:
+        return value
+    raise ValueError(f"{value!r} is not one of {', '.join(repr(w) for w in words)}")
 
 
 converter = _make_converter()
@@ -157,10 +171,24 @@ def _loads(text: str | bytes, where: str | None) -> Any:
         raise CodecError(f"malformed JSON: {why}", where=where) from None
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, where: str = "") -> str:
+    """One line: each failing field with its path (``calls[0].status: ...``)."""
     if isinstance(exc, cattrs.BaseValidationError):
-        leaves = [_describe(e) for e in exc.exceptions]
+        leaves = []
+        for sub in exc.exceptions:
+            step = next((_step(n) for n in getattr(sub, "__notes__", ()) if _step(n) is not None), "")
+            leaves.append(_describe(sub, f"{where}.{step}".strip(".").replace(".[", "[") if step else where))
         return "; ".join(leaves) or str(exc)
     if isinstance(exc, KeyError):
-        return f"missing field {exc.args[0]!r}"
-    return f"{type(exc).__name__}: {exc}"
+        return f"missing field {(where or exc.args[0])!r}"  # cattrs' note names the field
+    text = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+    return f"{where}: {text}" if where else text
+
+
+def _step(note: Any) -> str | None:
+    """The field name or index a cattrs note names (``None``: not such a note)."""
+    if isinstance(note, cattrs.AttributeValidationNote):
+        return str(note.name)
+    if isinstance(note, cattrs.IterableValidationNote):
+        return f"[{note.index}]"
+    return None

@@ -29,11 +29,12 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
 from actors.common import js_json, js_round
+from bus.messages import LoopType
 
 TOOL_CALL_LOOP_THRESHOLD = 5
 CONTENT_LOOP_THRESHOLD = 10
@@ -52,9 +53,9 @@ MIN_LLM_CHECK_INTERVAL = 5
 MAX_LLM_CHECK_INTERVAL = 15
 LLM_CONFIDENCE_THRESHOLD = 0.9
 
-TOOL_CALL_LOOP = "consecutive_identical_tool_calls"
-CONTENT_LOOP = "chanting_identical_sentences"
-LLM_LOOP = "llm_detected_loop"
+TOOL_CALL_LOOP: Final = "consecutive_identical_tool_calls"
+CONTENT_LOOP: Final = "chanting_identical_sentences"
+LLM_LOOP: Final = "llm_detected_loop"
 
 # JavaScript's \s, and its "." (which stops at any line terminator), spelled out: the
 # rules are Gemini CLI's regular expressions and must match the same chunks.
@@ -77,7 +78,7 @@ class Verdict:
     """``count`` detections in this prompt when the event completes a loop, else 0."""
 
     count: int = 0
-    loop_type: str | None = None
+    loop_type: LoopType | None = None
     detail: str | None = None
     confirmed_by: str | None = None
 
@@ -159,7 +160,7 @@ class LoopDetector:
     def _sticky(self) -> Verdict:
         return attrs.evolve(self.last, count=self.count)
 
-    def _found(self, loop_type: str, detail: str, confirmed_by: str | None = None) -> Verdict:
+    def _found(self, loop_type: LoopType, detail: str, confirmed_by: str | None = None) -> Verdict:
         self.detected = True
         self.count += 1
         self.last = Verdict(self.count, loop_type, detail, confirmed_by)

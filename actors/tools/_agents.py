@@ -44,7 +44,9 @@ from bus.messages import (
     ApprovalSettled,
     CancelTurn,
     ConfigureSession,
+    StopReason,
     SubagentActivity,
+    SubagentActivityKind,
     SubmitPrompt,
     TextStreamed,
     ThoughtStreamed,
@@ -300,7 +302,7 @@ class _AgentFailed(Exception):
 
 @attrs.define
 class _Ended:
-    stop_reason: str
+    stop_reason: StopReason
     timed_out: bool
     submitted: str | None
     model_requests: int
@@ -593,7 +595,7 @@ class _AgentRun:
     def _parent_sid(self, child: ChildSession) -> str:
         return self.env.session_id
 
-    async def _activity(self, child: ChildSession, kind: str, **fields: Any) -> None:
+    async def _activity(self, child: ChildSession, kind: SubagentActivityKind, **fields: Any) -> None:
         await child.publish_parent(
             SubagentActivity(
                 session_id=self.env.session_id,

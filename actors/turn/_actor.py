@@ -47,10 +47,13 @@ from bus.messages import (
     CancelTurn,
     CheckLoop,
     ClearLoopDetection,
+    GenerateMethod,
     GenerateRequest,
     GenerationCancelled,
     HistoryCompressed,
+    HookEvent,
     HooksFinished,
+    LoopCheckKind,
     LoopVerdict,
     Message,
     ModelChunk,
@@ -58,10 +61,13 @@ from bus.messages import (
     ModelFinished,
     ModelRetrying,
     ModelSelected,
+    NoticeKind,
     ResetLoopDetection,
     RunHooks,
     ScheduleBatch,
+    Severity,
     StartTurn,
+    StopReason,
     StreamRetried,
     TextStreamed,
     ThoughtStreamed,
@@ -160,9 +166,9 @@ class _Cancelled(Exception):
 class _Done(Exception):
     """Internal: a hook ended the turn early."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: StopReason) -> None:
         super().__init__(reason)
-        self.reason = reason
+        self.reason: StopReason = reason
 
 
 @attrs.define
@@ -324,7 +330,7 @@ class _Turn:
         await self.publish(TurnStarted(session_id=self.sid, turn_id=self.tid, prompt_id=s.prompt_id))
         message = user_content(s.parts)
         prompt_text = parts_text(s.parts)
-        stop_reason = "end_turn"
+        stop_reason: StopReason = "end_turn"
         error: TurnError | None = None
         try:
             if self.w.loops_address is not None:
@@ -518,7 +524,7 @@ class _Turn:
             except DeliveryError:
                 pass  # the session stopped meanwhile (its supervisor is closing it)
 
-    async def _notice(self, kind: str, severity: str, text: str) -> None:
+    async def _notice(self, kind: NoticeKind, severity: Severity, text: str) -> None:
         await self.publish(
             TurnNotice(session_id=self.sid, turn_id=self.tid, kind=kind, severity=severity, message=text)
         )
@@ -533,7 +539,7 @@ class _Turn:
 
     # -- hooks ---------------------------------------------------------------------
     async def _hooks(
-        self, event: str, target: str, data: Mapping[str, Any], *, in_stream: bool = False
+        self, event: HookEvent, target: str, data: Mapping[str, Any], *, in_stream: bool = False
     ) -> dict[str, Any] | None:
         """Run ``event``'s hooks (when any match) and wait for their aggregated output.
 
@@ -818,7 +824,7 @@ class _Turn:
         self.base = tuple(h for h in self.base if _compression.is_environment_context(h))
         self.last_prompt_tokens = self.tokens_at_base = estimate_tokens(history_parts(self.base))
 
-    async def _check_loop(self, kind: str, **fields: Any) -> LoopVerdict:
+    async def _check_loop(self, kind: LoopCheckKind, **fields: Any) -> LoopVerdict:
         """Put an event to the loop detector and wait for its verdict (no detector: no
         loop). Replies that arrive meanwhile wait their turn; a cancel of the turn stops
         an LLM check, whose verdict still comes, and is handled by the next wait."""
@@ -997,7 +1003,7 @@ class _Turn:
         return None if chunks is None else "".join(response_text(c) for c in chunks)
 
     async def _utility_call(
-        self, method: str, model: str, contents: Sequence[Any], config: Mapping[str, Any], role: str
+        self, method: GenerateMethod, model: str, contents: Sequence[Any], config: Mapping[str, Any], role: str
     ) -> list[Any] | None:
         """A model call of the turn's own (compression, next speaker, token count): the
         chunks of its answer, or ``None`` when it failed. A cancel of the turn stops it

@@ -25,12 +25,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 import attrs
 
 from actors.common import format_truncated_output, js_json, js_round, utf16_len
 from bus.json_values import freeze, thaw
+from bus.messages import CompressionStatus
 
 from ._logic import is_valid_content, request_contents, user_content
 from ._tokens import estimate_tokens, history_parts, token_limit
@@ -43,11 +44,11 @@ TOOL_OUTPUTS_DIR = "tool-outputs"
 SUMMARY_ACKNOWLEDGEMENT = "Got it. Thanks for the additional context!"
 SNAPSHOT_TAG = "<state_snapshot>"
 
-COMPRESSED = "COMPRESSED"
-COMPRESSION_FAILED_INFLATED_TOKEN_COUNT = "COMPRESSION_FAILED_INFLATED_TOKEN_COUNT"
-COMPRESSION_FAILED_EMPTY_SUMMARY = "COMPRESSION_FAILED_EMPTY_SUMMARY"
-NOOP = "NOOP"
-CONTENT_TRUNCATED = "CONTENT_TRUNCATED"
+COMPRESSED: Final = "COMPRESSED"
+COMPRESSION_FAILED_INFLATED_TOKEN_COUNT: Final = "COMPRESSION_FAILED_INFLATED_TOKEN_COUNT"
+COMPRESSION_FAILED_EMPTY_SUMMARY: Final = "COMPRESSION_FAILED_EMPTY_SUMMARY"
+NOOP: Final = "NOOP"
+CONTENT_TRUNCATED: Final = "CONTENT_TRUNCATED"
 
 COMPRESSION_INSTRUCTION = """\
 You are the long-term memory of a coding agent. Its conversation has grown too long to \
@@ -230,7 +231,7 @@ def truncate_to_budget(history: Sequence[Any], save: SaveOutput, max_chars: int)
 class Result:
     """A decided compression: ``history`` replaces the conversation when it is set."""
 
-    status: str
+    status: Literal[CompressionStatus, "NOOP"]
     original_tokens: int
     new_tokens: int
     history: tuple[Any, ...] | None = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import attrs
 
 from ._common import JsonValue, frozen_json, json_tuple
+from ._kinds import SessionState
 from .tools import CompletedCall
 
 PROTOCOL_VERSION = 1
@@ -26,7 +27,7 @@ class SessionSummary:
     """One session as ``ListSessions`` and ``SessionReady`` describe it (a value)."""
 
     session_id: str
-    state: str
+    state: SessionState
     """``running`` (its actors run in the daemon), ``dormant`` (the daemon will resume it
     from its recording when a client touches it) or ``recorded`` (a recording of this
     workspace that the daemon never ran; ``LoadSession`` resumes it)."""
@@ -95,7 +96,9 @@ class CreateSession:
     model: str = ""
     """Empty: ``$GEMINI_MODEL``, ``model.name`` from settings, else ``auto``."""
     approval_mode: str = ""
-    """Empty: ``general.defaultApprovalMode`` from settings, else ``default``."""
+    """Empty: ``general.defaultApprovalMode`` from settings, else ``default``. A word of
+    ``ApprovalMode``, kept ``str`` here so that the daemon refuses another as ``invalid``
+    with the request's id (a decoding error has none to answer)."""
     session_id: str = ""
     """Empty: a fresh id."""
     fake_responses: str = ""
@@ -187,6 +190,8 @@ class Answer:
     request_id: str
     correlation_id: str
     outcome: str
+    """A word of ``ApprovalOutcome`` (``str`` here: the daemon refuses another as
+    ``invalid``, answering the request)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -196,6 +201,8 @@ class SetMode:
     session_id: str
     request_id: str
     approval_mode: str
+    """A word of ``ApprovalMode`` (``str`` here: the daemon refuses another as
+    ``invalid``, answering the request)."""
 
 
 @attrs.frozen(kw_only=True)

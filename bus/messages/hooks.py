@@ -11,6 +11,7 @@ from __future__ import annotations
 import attrs
 
 from ._common import JsonValue, frozen_json
+from ._kinds import HookEvent, HookOutputFormat
 
 
 @attrs.frozen(kw_only=True)
@@ -20,7 +21,7 @@ class RunHooks:
     session_id: str
     request_id: str
     reply_to: str
-    event: str
+    event: HookEvent
     """``SessionStart``, ``SessionEnd``, ``BeforeAgent``, ``AfterAgent``, ``BeforeModel``,
     ``AfterModel``, ``BeforeToolSelection``, ``BeforeTool``, ``AfterTool``,
     ``PreCompress`` or ``Notification``."""
@@ -37,7 +38,7 @@ class HookRan:
 
     session_id: str
     request_id: str
-    event: str
+    event: HookEvent
     name: str
     """The hook's name, or its command."""
     success: bool
@@ -47,7 +48,7 @@ class HookRan:
     """Why it failed: timed out, could not start, output not understood..."""
     output: JsonValue = frozen_json(None)
     """What the hook answered, parsed (Gemini CLI's rules for plain text and JSON)."""
-    output_format: str | None = None
+    output_format: HookOutputFormat | None = None
     """``json`` or ``text`` (plain text converted by the exit-code rule); None: no answer."""
     stdout: str = ""
     """What the hook printed (at most 256 KiB of it here; Gemini's telemetry logs it)."""
@@ -64,7 +65,7 @@ class HooksFinished:
 
     session_id: str
     request_id: str
-    event: str
+    event: HookEvent
     output: JsonValue = frozen_json(None)
     """The aggregated hook output (``continue``, ``decision``, ``reason``,
     ``systemMessage``, ``hookSpecificOutput``...), None when no hook answered."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import attrs
 
 from ._common import JsonValue, frozen_json, json_tuple, text_field
+from ._kinds import GenerateMethod
 
 
 @attrs.frozen(kw_only=True)
@@ -23,7 +24,7 @@ class GenerateRequest:
     request_id: str
     reply_to: str
     """Address that receives the chunks and the terminal reply."""
-    method: str
+    method: GenerateMethod
     model: str
     contents: tuple[JsonValue, ...] = json_tuple()
     config: JsonValue = frozen_json({})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import attrs
 
 from ._common import JsonValue, frozen_json, json_tuple, text_field
+from ._kinds import ApprovalMode
 
 
 @attrs.frozen(kw_only=True)
@@ -18,7 +19,7 @@ class OpenSession:
     session_id: str
     model: str
     """The configured model, ``auto`` when the router chooses."""
-    approval_mode: str
+    approval_mode: ApprovalMode
     """``default``, ``auto_edit``, ``yolo`` or ``plan``."""
     workspace: str
     """Absolute path of the workspace root."""
@@ -32,7 +33,7 @@ class SessionOpened:
 
     session_id: str
     model: str
-    approval_mode: str
+    approval_mode: ApprovalMode
     workspace: str
     resumed: bool = False
 
@@ -84,7 +85,7 @@ class ConfigureSession:
 
     session_id: str
     request_id: str
-    approval_mode: str | None = None
+    approval_mode: ApprovalMode | None = None
     """``default``, ``auto_edit``, ``yolo`` or ``plan``."""
     model: str | None = None
     requested_by: str = ""
@@ -99,7 +100,7 @@ class SessionConfigured:
 
     session_id: str
     request_id: str
-    approval_mode: str
+    approval_mode: ApprovalMode
     model: str
     requested_by: str = ""
 

@@ -7,11 +7,23 @@ Call states follow Gemini CLI (``validating``, ``scheduled``, ``awaiting_approva
 
 from __future__ import annotations
 
+from typing import Literal
+
 import attrs
 
 from ._common import JsonValue, frozen_json, json_tuple, text_field
+from ._kinds import (
+    AgentTerminateMode,
+    ApprovalMode,
+    ApprovalOutcome,
+    Decision,
+    SettledOutcome,
+    SubagentActivityKind,
+    TerminalStatus,
+    ToolCallStatus,
+)
 
-TERMINAL_STATES = frozenset({"success", "error", "cancelled"})
+TERMINAL_STATES: frozenset[ToolCallStatus] = frozenset(("success", "error", "cancelled"))
 
 
 @attrs.frozen(kw_only=True)
@@ -33,7 +45,7 @@ class ScheduleBatch:
     session_id: str
     batch_id: str
     reply_to: str
-    approval_mode: str
+    approval_mode: ApprovalMode
     calls: tuple[ToolCallRequest, ...] = ()
     interactive: bool = False
     """Whether a client can be asked for approvals (headless: False)."""
@@ -50,7 +62,7 @@ class ToolCallUpdated:
     batch_id: str
     call_id: str
     name: str
-    status: str
+    status: ToolCallStatus
     wave: int = 0
     """Index of the wave the call runs in (0-based)."""
     detail: str = text_field("")
@@ -81,7 +93,7 @@ class ApprovalAnswered:
 
     session_id: str
     correlation_id: str
-    outcome: str
+    outcome: ApprovalOutcome
     answered_by: str
 
 
@@ -91,7 +103,8 @@ class ApprovalSettled:
 
     session_id: str
     correlation_id: str
-    outcome: str
+    outcome: SettledOutcome
+    """Empty: the answer came too late (another won, or no call waits for it)."""
     answered_by: str
 
 
@@ -104,8 +117,9 @@ class RunTool:
     reply_to: str
     name: str
     args: JsonValue = frozen_json({})
-    approval_mode: str = ""
-    """The batch's approval mode (a subagent started by this call inherits it)."""
+    approval_mode: Literal[ApprovalMode, ""] = ""
+    """The batch's approval mode (a subagent started by this call inherits it); empty:
+    the executor's own."""
     model: str = ""
     """The model of the turn that asked for the call."""
     client_initiated: bool = False
@@ -203,13 +217,13 @@ class CompletedCall:
     call_id: str
     name: str
     args: JsonValue = frozen_json({})
-    status: str = "success"
+    status: TerminalStatus = "success"
     response_parts: tuple[JsonValue, ...] = json_tuple()
     result_display: JsonValue = frozen_json(None)
     error_type: str | None = None
     error_message: str | None = text_field(None)
     duration_ms: int = 0
-    decision: str | None = None
+    decision: Decision | None = None
     """``accept``, ``reject``, ``modify`` or ``auto_accept`` when a decision was taken."""
     output_file: str | None = None
     replaced: tuple[CompletedCall, ...] = ()
@@ -259,13 +273,13 @@ class SubagentActivity:
     """The ``invoke_agent`` call of this session the activity nests under."""
     agent_name: str
     child_session_id: str
-    kind: str
+    kind: SubagentActivityKind
     depth: int = 1
     text: str = ""
     tool_call_id: str = ""
     tool_name: str = ""
     args: JsonValue = frozen_json({})
-    status: str = ""
+    status: Literal[TerminalStatus, AgentTerminateMode, ""] = ""
 
 
 @attrs.frozen(kw_only=True)
@@ -276,5 +290,5 @@ class ApprovalModeChanged:
     ``proceed_once``), as Gemini CLI does when the mode changes under a prompt."""
 
     session_id: str
-    approval_mode: str
+    approval_mode: ApprovalMode
     requested_by: str = ""

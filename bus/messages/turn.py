@@ -5,6 +5,16 @@ from __future__ import annotations
 import attrs
 
 from ._common import JsonValue, frozen_json, json_tuple
+from ._kinds import (
+    ApprovalMode,
+    CompressionStatus,
+    LoopCheckKind,
+    LoopType,
+    NoticeKind,
+    Severity,
+    StopReason,
+    TurnErrorKind,
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -16,7 +26,7 @@ class StartTurn:
     prompt_id: str
     model: str
     """The configured model (``auto``: the router picks one for this prompt)."""
-    approval_mode: str
+    approval_mode: ApprovalMode
     history: tuple[JsonValue, ...] = json_tuple()
     """The conversation so far, Gemini ``Content`` objects."""
     parts: tuple[JsonValue, ...] = json_tuple()
@@ -100,8 +110,8 @@ class TurnNotice:
 
     session_id: str
     turn_id: str
-    kind: str
-    severity: str
+    kind: NoticeKind
+    severity: Severity
     message: str
 
 
@@ -109,8 +119,8 @@ class TurnNotice:
 class TurnError:
     """A fatal error that ended a turn (API error, fake-responses exhausted, ...)."""
 
-    kind: str
-    """``api``, ``fatal_tool``, ``internal``, ``turn_limit``, ``cancelled``."""
+    kind: TurnErrorKind
+    """``api``, ``fatal_tool``, ``turn_limit``, ``cancelled``."""
     type: str
     """The error class name shown to users (``unknown``, ``FatalToolExecutionError``...)."""
     message: str
@@ -130,7 +140,7 @@ class TurnEnded:
 
     session_id: str
     turn_id: str
-    stop_reason: str
+    stop_reason: StopReason
     history_added: tuple[JsonValue, ...] = json_tuple()
     """Contents appended to the conversation by this turn, in order."""
     model_requests: int = 0
@@ -157,7 +167,7 @@ class HistoryCompressed:
 
     session_id: str
     turn_id: str
-    status: str
+    status: CompressionStatus
     original_token_count: int
     new_token_count: int
     history: tuple[JsonValue, ...] = json_tuple()
@@ -189,7 +199,7 @@ class CheckLoop:
     request_id: str
     reply_to: str
     prompt_id: str
-    kind: str
+    kind: LoopCheckKind
     text: str = ""
     name: str = ""
     args: JsonValue = frozen_json({})
@@ -204,7 +214,7 @@ class LoopVerdict:
     session_id: str
     request_id: str
     count: int = 0
-    loop_type: str | None = None
+    loop_type: LoopType | None = None
     """(``type`` is the codec's tag) ``consecutive_identical_tool_calls``, ``chanting_identical_sentences`` or
     ``llm_detected_loop``."""
     detail: str | None = None

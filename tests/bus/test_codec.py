@@ -9,7 +9,19 @@ from hypothesis import strategies as st
 from bus import CodecError
 from bus.codec import Envelope, decode, decode_envelope, encode, encode_envelope
 from bus.json_values import JsonValue, freeze
-from bus.messages import ALL_MESSAGES, BatchSettled, CompletedCall, Message, TextStreamed
+from bus.messages import (
+    ALL_MESSAGES,
+    ApprovalAnswered,
+    BatchSettled,
+    CompletedCall,
+    ConfigureSession,
+    Message,
+    TextStreamed,
+    ToolCallStatus,
+    ToolCallUpdated,
+    TurnEnded,
+    literal_values,
+)
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
@@ -81,3 +93,39 @@ def test_frozen_payloads_are_immutable() -> None:
     with pytest.raises(TypeError):
         call.args["a"] = 3  # type: ignore[index]
     assert call.args["a"] == (1, 2)
+
+
+@pytest.mark.parametrize(
+    ("msg", "field", "path"),
+    [
+        (TurnEnded(session_id="s", turn_id="t", stop_reason="goal"), "stop_reason", "stop_reason"),
+        (ConfigureSession(session_id="s", request_id="r", approval_mode="plan"), "approval_mode", "approval_mode"),
+        (ApprovalAnswered(session_id="s", correlation_id="c", outcome="cancel", answered_by="x"), "outcome", "outcome"),
+        (
+            BatchSettled(session_id="s", batch_id="b", calls=(CompletedCall(call_id="c", name="n", status="error"),)),
+            "status",
+            "calls[0].status",
+        ),
+    ],
+)
+def test_a_word_outside_its_set_is_refused_naming_the_field_and_the_words(msg: Message, field: str, path: str) -> None:
+    """Statuses, modes, reasons and outcomes are closed sets: the codec refuses any
+    other word (or a non-string) in one line that names the field and the valid words."""
+    data = json.loads(encode(msg))
+    holder = data["calls"][0] if path.startswith("calls") else data
+    for bad in ("no_such_word", 7, ""):
+        holder[field] = bad
+        with pytest.raises(CodecError) as info:
+            decode(json.dumps(data), where="rec.jsonl:9")
+        text = str(info.value)
+        assert text.startswith(f"rec.jsonl:9: invalid {type(msg).__name__}: {path}: {bad!r} is not one of ")
+        assert "\n" not in text
+
+
+def test_literal_words_are_written_and_read_as_plain_strings() -> None:
+    updated = ToolCallUpdated(session_id="s", batch_id="b", call_id="c", name="n", status="awaiting_approval")
+    assert json.loads(encode(updated))["status"] == "awaiting_approval"
+    assert decode(encode(updated)) == updated
+    assert literal_values(ToolCallStatus) == (
+        "validating", "scheduled", "awaiting_approval", "executing", "success", "error", "cancelled"
+    )
