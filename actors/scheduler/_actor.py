@@ -29,6 +29,7 @@ from bus import Bus, DeliveryError, Port
 from bus.json_values import thaw
 from bus.messages import (
     ApprovalAnswered,
+    ApprovalMode,
     ApprovalModeChanged,
     ApprovalRequested,
     ApprovalSettled,
@@ -38,12 +39,15 @@ from bus.messages import (
     CancelHooks,
     CancelTool,
     CompletedCall,
+    Decision,
+    HookEvent,
     HooksFinished,
     Message,
     RunHooks,
     RunTool,
     ScheduleBatch,
     ToolCallRequest,
+    ToolCallStatus,
     ToolCallUpdated,
     ToolFinished,
     ToolResult,
@@ -51,6 +55,7 @@ from bus.messages import (
 )
 from bus.planted import planted
 
+from ._call_state import CallState, advance, is_terminal
 from ._logic import (
     ToolSpec,
     cancelled_response_parts,
@@ -110,20 +115,21 @@ class _Call:
     """The arguments it runs with (a BeforeTool hook may replace the request's)."""
     name: str = ""
     """The tool it runs (a tail call's tool); ``req.name`` is what the model asked for."""
-    status: str = "validating"
+    status: CallState = "new"
+    """Changed only by ``_Batch.update``, through the transition table."""
     modified_by_hook: bool = False
     forced_ask: bool = False
     replaced: tuple[CompletedCall, ...] = ()
     spec: ToolSpec | None = None
     result: CompletedCall | None = None
-    decision: str | None = None
+    decision: Decision | None = None
     wave: int = 0
     correlation_id: str | None = None
     started: float = 0.0
 
     @property
     def terminal(self) -> bool:
-        return self.status in ("success", "error", "cancelled")
+        return is_terminal(self.status)
 
 
 class SchedulerActor:
@@ -133,7 +139,7 @@ class SchedulerActor:
         self._queue: collections.deque[ScheduleBatch] = collections.deque()
         self._batch: _Batch | None = None
         self._wake = trio.Event()
-        self._mode: str | None = None
+        self._mode: ApprovalMode | None = None
         """The approval mode set mid-turn (``ApprovalModeChanged``): it holds for every
         later batch, also those the running turn still sends with its starting mode."""
 
@@ -223,7 +229,7 @@ class SchedulerActor:
                 self._batch = None
 
 
-_STOP = ScheduleBatch(session_id="", batch_id="", reply_to="", approval_mode="")
+_STOP = ScheduleBatch(session_id="", batch_id="", reply_to="", approval_mode="default")
 
 
 async def _send_quietly(port: Port, msg: Message, to: str) -> None:
@@ -251,8 +257,8 @@ class _Batch:
         self.deferred: collections.deque[Message] = collections.deque()
         """Replies that arrived while the batch waited for something else (hooks)."""
 
-    async def update(self, call: _Call, status: str, detail: str = "") -> None:
-        call.status = status
+    async def update(self, call: _Call, status: ToolCallStatus, detail: str = "") -> None:
+        call.status = advance(call.req.call_id, call.status, status)
         await self.port.publish(
             ToolCallUpdated(
                 session_id=self.sid,
@@ -469,7 +475,7 @@ class _Batch:
             return self.deferred.popleft()
         return await self.inbox.receive()
 
-    async def _hooks(self, event: str, target: str, data: Mapping[str, Any]) -> dict[str, Any] | None:
+    async def _hooks(self, event: HookEvent, target: str, data: Mapping[str, Any]) -> dict[str, Any] | None:
         """Run ``event``'s hooks (when any match) and wait for the aggregated output;
         replies for other calls that arrive meanwhile are kept for later."""
         address = self.w.hooks_address
