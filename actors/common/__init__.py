@@ -14,6 +14,7 @@ gets from Node and its npm packages, so every actor computes them the same way:
 - ``_lazy``: a package's public names imported on first use.
 - ``_shell``: shell syntax — shell-quote's ``parse`` and ``quote``, Gemini's
   ``stripShellWrapper`` and ``escapeShellArg``.
+- ``_bash``: bash command lines read through tree-sitter-bash, as Gemini's policy reads them.
 
 It imports only ``bus``, the standard library and third-party packages, never an actor,
 the host or a front end (``tests/check_dependencies.py`` enforces it); everything may
@@ -22,6 +23,15 @@ protocol (messages, codec, numbering) and these helpers are not part of the prot
 the design card keeps the top level to ``actors/``, ``bus/``, ``tests/``, ``scenarios/``.
 """
 
+from ._bash import (
+    REDIRECTION_NAMES,
+    CommandDetail,
+    CommandParse,
+    command_roots,
+    has_redirection,
+    parse_command_details,
+    split_commands,
+)
 from ._js import (
     JS_WHITESPACE,
     js_json,
@@ -62,6 +72,13 @@ from ._truncation import (
 )
 
 __all__ = [
+    "REDIRECTION_NAMES",
+    "CommandDetail",
+    "CommandParse",
+    "command_roots",
+    "has_redirection",
+    "parse_command_details",
+    "split_commands",
     "lazy_exports",
     "JS_WHITESPACE",
     "JsRegexError",
