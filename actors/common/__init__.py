@@ -7,6 +7,7 @@ gets from Node and its npm packages, so every actor computes them the same way:
 - ``_js``: JavaScript semantics — ``JSON.stringify``, ``String(number)``, ``String.length`` in UTF-16 code
   units, ``String.prototype.trim``, ``Math.round``.
 - ``_procs``: process groups and process trees (psutil).
+- ``_ansi``: ``strip-ansi``, the terminal escapes Gemini removes from output.
 - ``_node_path``: Node's ``path`` module (POSIX) and Gemini's ``isSubpath``.
 - ``_net``: Node's network error codes that Gemini retries.
 - ``_truncation``: Gemini's head-and-tail rendering of a long text, UTF-16 slices.
@@ -23,6 +24,7 @@ protocol (messages, codec, numbering) and these helpers are not part of the prot
 the design card keeps the top level to ``actors/``, ``bus/``, ``tests/``, ``scenarios/``.
 """
 
+from ._ansi import strip_ansi
 from ._bash import (
     REDIRECTION_NAMES,
     CommandDetail,
@@ -92,6 +94,7 @@ __all__ = [
     "group_has_live_members",
     "group_members",
     "signal_group",
+    "strip_ansi",
     "split_budget",
     "is_network_retryable",
     "is_subpath",

@@ -101,8 +101,6 @@ from ._shell_output import (
     read_log_output,
     return_display,
     user_cancelled_result,
-    wrap_untrusted,
-    write_untrusted,
 )
 from ._shell_processes import (
     BACKGROUND_PROCESSES,
@@ -113,6 +111,7 @@ from ._shell_processes import (
     terminate,
 )
 from ._truncate import TruncatingWriter, tool_output_path, truncation_threshold
+from ._untrusted import wrap_untrusted, write_untrusted
 
 __all__ = ["SHELL_TOOLS", "SHELL_TOOL_NAME", "ShellTool"]
 

@@ -3,7 +3,7 @@
 The shell tool's output half (``run_shell_command``, :mod:`._shell`): the collector that
 reads the merged stdout and stderr like Gemini CLI's ``child_process`` path (UTF-8 with
 replacement, a NUL in the first 512 bytes marks it binary, only the last 16 M characters
-kept), ``strip-ansi``, and Gemini's texts for a finished, timed-out, failed or cancelled
+kept, terminal escapes stripped), and Gemini's texts for a finished, timed-out, failed or cancelled
 command (``llmContent`` inside ``<untrusted_context>`` tags, ``returnDisplay``). Pure
 apart from the output sink the collector streams to.
 """
@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import codecs
 import os
-import re
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
 import attrs
 
-from actors.common import js_to_fixed, js_trim, utf16_len, utf16_tail
+from actors.common import js_to_fixed, js_trim, strip_ansi, utf16_len, utf16_tail
 from bus.messages import ToolResult
 
 from ._base import OutputSink
-from ._truncate import TruncatingWriter
+from ._untrusted import wrap_untrusted
 
 MAX_CHILD_PROCESS_BUFFER_SIZE = 16 * 1024 * 1024
 """Characters (UTF-16 units) of output kept; older output is dropped."""
@@ -35,43 +34,6 @@ TRUNCATION_WARNING = (
     "\n[GEMINI_CLI_WARNING: Output truncated. The buffer is limited to "
     f"{MAX_CHILD_PROCESS_BUFFER_SIZE // (1024 * 1024)}MB.]"
 )
-
-
-_UNTRUSTED_OPEN = "<untrusted_context>\n"
-_UNTRUSTED_CLOSE = "\n</untrusted_context>"
-_CLOSE_TAG = "</untrusted_context>"
-_ESCAPED_CLOSE_TAG = "&lt;/untrusted_context&gt;"
-_FEED_SLICE = 65536
-
-
-_ANSI = re.compile(
-    # ansi-regex 6.2 as bundled in 0.61: OSC ... ST, then CSI and friends (ASCII digits).
-    r"(?:\x1b\][\s\S]*?(?:\x07|\x1b\\|\x9c))"
-    r"|[\x1b\x9b][\[\]()#;?]*(?:[0-9]{1,4}(?:[;:][0-9]{0,4})*)?[0-9A-PR-TZcf-nq-uy=><~]"
-)
-
-
-def strip_ansi(text: str) -> str:
-    """``strip-ansi`` (returns ``text`` itself when there is nothing to strip)."""
-    if "\x1b" not in text and "\x9b" not in text:
-        return text
-    return _ANSI.sub("", text)
-
-
-def wrap_untrusted(text: str) -> str:
-    """``wrapUntrusted``: the text inside ``<untrusted_context>`` tags, closing tag escaped."""
-    return _UNTRUSTED_OPEN + text.replace(_CLOSE_TAG, _ESCAPED_CLOSE_TAG) + _UNTRUSTED_CLOSE
-
-
-def write_untrusted(writer: TruncatingWriter, pieces: list[str]) -> None:
-    """:func:`wrap_untrusted` of the pieces joined, written in slices (the output may be
-    16 M characters: no second whole copy is built)."""
-    writer.write(_UNTRUSTED_OPEN)
-    for piece in pieces:
-        escaped = piece.replace(_CLOSE_TAG, _ESCAPED_CLOSE_TAG)
-        for start in range(0, len(escaped), _FEED_SLICE):
-            writer.write(escaped[start : start + _FEED_SLICE])
-    writer.write(_UNTRUSTED_CLOSE)
 
 
 # ======================================================================================

@@ -85,6 +85,7 @@ from ._http import (
 )
 from ._paths import js_prefix
 from ._read_file import is_binary_data
+from ._untrusted import wrap_untrusted
 from ._url import (
     InvalidUrlError,
     convert_github_url_to_raw,
@@ -176,11 +177,6 @@ def sanitize_xml(text: str) -> str:
         .replace('"', "&quot;")
         .replace("'", "&apos;")
     )
-
-
-def wrap_untrusted(text: str) -> str:
-    escaped = text.replace("</untrusted_context>", "&lt;/untrusted_context&gt;")
-    return f"<untrusted_context>\n{escaped}\n</untrusted_context>"
 
 
 _LINE_TERMINATORS = frozenset("\n\r\u2028\u2029")

@@ -32,13 +32,9 @@ from actors.tools._shell_command import (
     resolve_executable,
 )
 from actors.tools._shell_env import build_shell_env
-from actors.tools._shell_output import (
-    read_log_output,
-    strip_ansi,
-    user_cancelled_result,
-    wrap_untrusted,
-)
+from actors.tools._shell_output import read_log_output, user_cancelled_result
 from actors.tools._shell_processes import BackgroundProcessRegistry, kill_background_processes
+from actors.tools._untrusted import wrap_untrusted
 from tests.conftest import SHARED
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="process groups via /proc")
@@ -648,11 +644,6 @@ async def test_perf_high_volume_shell_golden(workspace: Path, tool: ShellTool) -
     if len(pgid) == 5:  # the recording's PGID had 5 digits: then it is the same text
         assert got == expected.replace("PGID: 18155", f"PGID: {pgid}")
     assert result.return_display == call["resultDisplay"]
-
-
-def test_strip_ansi() -> None:
-    assert strip_ansi("plain") == "plain"
-    assert strip_ansi("\x1b[1;31mbold\x1b[0m \x9b2Kx \x1b]0;title\x1b\\y") == "bold x y"
 
 
 async def test_output_beyond_16_mib_keeps_the_tail(workspace: Path, tool: ShellTool) -> None:
