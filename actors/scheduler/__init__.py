@@ -14,9 +14,12 @@ from ._logic import (
 )
 
 if TYPE_CHECKING:
-    from ._policy import PolicyEngine, PolicyFileError
+    from ._policy import PolicyEngine
+    from ._policy_rules import PolicyFileError
 
-__getattr__ = lazy_exports(__name__, {"PolicyEngine": "._policy", "PolicyFileError": "._policy"})
+__getattr__ = lazy_exports(
+    __name__, {"PolicyEngine": "._policy", "PolicyFileError": "._policy_rules"}
+)
 
 __all__ = [
     "PolicyEngine",

@@ -64,7 +64,7 @@ from ._logic import (
     is_parallelizable,
     schema_error,
 )
-from ._policy import confirmation_unsupported_message, tool_not_found_message
+from ._policy_messages import confirmation_unsupported_message, tool_not_found_message
 
 
 class PolicyVerdictLike(Protocol):

@@ -12,7 +12,7 @@ from typing import Any
 import trio
 
 from actors.host import runtime
-from actors.scheduler._policy import PolicyEngine
+from actors.scheduler import PolicyEngine
 from actors.tools import builtin_tools, executor_kind
 from actors.tools._base import ToolEnv
 from bus import Bus

@@ -1,4 +1,4 @@
-"""Unit tests of the policy engine (actors.scheduler._policy)."""
+"""Unit tests of the policy engine (actors.scheduler._policy and its parts)."""
 
 from __future__ import annotations
 
@@ -10,25 +10,29 @@ from typing import Any
 import pytest
 
 from actors.common import compile_js_regex
-from actors.scheduler._policy import (
+from actors.scheduler._policy import PolicyEngine
+from actors.scheduler._policy_args import (
+    build_args_patterns,
+    escape_regex,
+    is_safe_regexp,
+    param_args_pattern,
+    stable_stringify,
+)
+from actors.scheduler._policy_files import load_policy_file
+from actors.scheduler._policy_messages import (
+    confirmation_unsupported_message,
+    policy_denial_message,
+    tool_not_found_message,
+)
+from actors.scheduler._policy_rules import (
     BUILTIN_TOOL_NAMES,
     DEFAULT_POLICY_DIR,
     POLICY_DENIED_MESSAGE,
-    PolicyEngine,
     PolicyFileError,
     PolicyVerdict,
     Rule,
-    build_args_patterns,
-    confirmation_unsupported_message,
     display_name,
-    escape_regex,
-    is_safe_regexp,
-    load_policy_file,
     normalize_approval_mode,
-    param_args_pattern,
-    policy_denial_message,
-    stable_stringify,
-    tool_not_found_message,
 )
 
 SHELL = "run_shell_command"

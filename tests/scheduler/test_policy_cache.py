@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from actors.scheduler import _policy
-from actors.scheduler._policy import PolicyEngine, PolicyFileError, load_policy_file
+from actors.scheduler import _policy_files
+from actors.scheduler._policy import PolicyEngine
+from actors.scheduler._policy_files import load_policy_file
+from actors.scheduler._policy_rules import PolicyFileError
 
 RULE = """[[rule]]
 toolName = "{tool}"
@@ -23,14 +25,14 @@ priority = {priority}
 def parses(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """The files parsed (not served from the cache) while the test runs."""
     seen: list[Path] = []
-    real = _policy._parse_policy_text
-    monkeypatch.setattr(_policy, "_PARSED_POLICY_FILES", {})
+    real = _policy_files._parse_policy_text
+    monkeypatch.setattr(_policy_files, "_PARSED_POLICY_FILES", {})
 
     def counting(text: str, path: Path, **kw: object) -> object:
         seen.append(path)
         return real(text, path, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_policy, "_parse_policy_text", counting)
+    monkeypatch.setattr(_policy_files, "_parse_policy_text", counting)
     return seen
 
 
@@ -90,8 +92,6 @@ def test_engines_built_one_after_another_share_the_parsed_default_policies(
 def test_a_same_size_copy_with_the_old_mtime_is_read_again(tmp_path: Path) -> None:
     import os
     import shutil
-
-    from actors.scheduler._policy import load_policy_file
 
     allow = tmp_path / "allow.toml"
     deny = tmp_path / "deny.toml"

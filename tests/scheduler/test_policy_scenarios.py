@@ -15,13 +15,12 @@ from typing import Any
 
 import pytest
 
-from actors.scheduler._policy import (
-    BUILTIN_TOOL_NAMES,
-    PolicyEngine,
+from actors.scheduler._policy import PolicyEngine
+from actors.scheduler._policy_messages import (
     confirmation_unsupported_message,
-    display_name,
     policy_denial_message,
 )
+from actors.scheduler._policy_rules import BUILTIN_TOOL_NAMES, display_name
 
 SCENARIOS = Path(__file__).resolve().parents[2].parent / "shared" / "conformance" / "scenarios"
 
