@@ -55,7 +55,9 @@ EXPANSION_MAX = 100_000
 ``{a,b}`` repeated thirty times cannot exhaust memory."""
 
 
-def _find_close(text: str, start: int) -> int:
+def _find_close(text: str, start: int, opening: str = "{", closing: str = "}") -> int:
+    """The index of the ``closing`` that balances the ``opening`` at or after ``start``
+    (backslash escapes skipped), or -1."""
     depth = 0
     i = start
     while i < len(text):
@@ -63,9 +65,9 @@ def _find_close(text: str, start: int) -> int:
         if ch == "\\":
             i += 2
             continue
-        if ch == "{":
+        if ch == opening:
             depth += 1
-        elif ch == "}":
+        elif ch == closing:
             depth -= 1
             if depth == 0:
                 return i
@@ -73,7 +75,9 @@ def _find_close(text: str, start: int) -> int:
     return -1
 
 
-def _split_top(body: str) -> list[str]:
+def _split_top(body: str, opening: str = "{", closing: str = "}", sep: str = ",") -> list[str]:
+    """``body`` split at the ``sep`` outside nested ``opening``/``closing`` pairs (escapes
+    kept)."""
     parts: list[str] = []
     depth = 0
     current = ""
@@ -84,11 +88,11 @@ def _split_top(body: str) -> list[str]:
             current += body[i : i + 2]
             i += 2
             continue
-        if ch == "{":
+        if ch == opening:
             depth += 1
-        elif ch == "}":
+        elif ch == closing:
             depth -= 1
-        elif ch == "," and depth == 0:
+        elif ch == sep and depth == 0:
             parts.append(current)
             current = ""
             i += 1
@@ -216,50 +220,6 @@ def _parse_class(seg: str, start: int) -> tuple[str, int] | None:
     return None
 
 
-def _find_paren_close(seg: str, start: int) -> int:
-    depth = 0
-    i = start
-    while i < len(seg):
-        ch = seg[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return -1
-
-
-def _split_alternatives(body: str) -> list[str]:
-    parts: list[str] = []
-    depth = 0
-    current = ""
-    i = 0
-    while i < len(body):
-        ch = body[i]
-        if ch == "\\" and i + 1 < len(body):
-            current += body[i : i + 2]
-            i += 2
-            continue
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "|" and depth == 0:
-            parts.append(current)
-            current = ""
-            i += 1
-            continue
-        current += ch
-        i += 1
-    parts.append(current)
-    return parts
-
-
 def _segment_source(seg: str) -> str:
     """The regex body (no anchors) for one segment of a glob."""
     out = ""
@@ -275,9 +235,10 @@ def _segment_source(seg: str) -> str:
                 i += 1
             continue
         if ch in "?*+@!" and i + 1 < len(seg) and seg[i + 1] == "(":
-            close = _find_paren_close(seg, i + 1)
+            close = _find_close(seg, i + 1, "(", ")")
             if close > 0:
-                alts = "|".join(_segment_source(a) for a in _split_alternatives(seg[i + 2 : close]))
+                alternatives = _split_top(seg[i + 2 : close], "(", ")", "|")
+                alts = "|".join(_segment_source(a) for a in alternatives)
                 rest = seg[close + 1 :]
                 if ch == "!":
                     rest_src = _segment_source(rest)
