@@ -15,6 +15,8 @@ gets from Node and its npm packages, so every actor computes them the same way:
 - ``_lazy``: a package's public names imported on first use.
 - ``_shell``: shell syntax — shell-quote's ``parse`` and ``quote``, Gemini's
   ``stripShellWrapper`` and ``escapeShellArg``.
+- ``_shell_quote``: the npm ``shell-quote`` package's ``parse``, ported (Gemini reads
+  words with it, not with the bash grammar).
 - ``_bash``: bash command lines read through tree-sitter-bash, as Gemini's policy reads them.
 
 It imports only ``bus``, the standard library and third-party packages, never an actor,
@@ -64,6 +66,16 @@ from ._procs import (
 )
 from ._regex import JsRegexError, compile_js_regex, js_regex_to_python
 from ._shell import escape_shell_arg, strip_shell_wrapper
+from ._shell_quote import (
+    ShellComment,
+    ShellEntry,
+    ShellGlob,
+    ShellOp,
+    ShellQuoteError,
+    entry_text,
+    shell_quote_parse,
+    shell_words,
+)
 from ._truncation import (
     format_count,
     format_truncated_output,
@@ -75,6 +87,14 @@ from ._truncation import (
 
 __all__ = [
     "REDIRECTION_NAMES",
+    "ShellComment",
+    "ShellEntry",
+    "ShellGlob",
+    "ShellOp",
+    "ShellQuoteError",
+    "entry_text",
+    "shell_quote_parse",
+    "shell_words",
     "CommandDetail",
     "CommandParse",
     "command_roots",

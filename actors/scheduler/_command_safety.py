@@ -1,6 +1,7 @@
 """Shell-command heuristics of Gemini CLI's policy: known-safe and dangerous commands.
 
-Gemini splits a command into words with the ``shell-quote`` package and then asks: is it
+Gemini splits a command into words with the ``shell-quote`` package
+(``actors.common.shell_words``) and then asks: is it
 a known read-only command (``cat``, ``ls``, ``git status``, ``sed -n 5p``...) that needs
 no question, a dangerous one (``rm -rf``, ``find -exec``, ``git -c``, a mutating git
 subcommand) that always asks, and does it run git (asked about in an untrusted folder)?
@@ -14,64 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from actors.common import split_commands
-
-_QUOTE_OPS: Final = ("||", "&&", ";;", "|&", "<(", "<<<", ">>", ">&", "<&", "&", ";", "(", ")")
-_QUOTE_OPS_SHORT: Final = ("|", "<", ">")
-_VARIABLE = re.compile(r"\$(?:\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*|[0-9*@#?$!-])")
-
-
-def shell_words(command: str) -> list[str]:
-    """Split like the ``shell-quote`` package: operators are items, ``$VAR`` is empty."""
-    items: list[str] = []
-    i = 0
-    n = len(command)
-    while i < n:
-        c = command[i]
-        if c.isspace():
-            i += 1
-            continue
-        op = next((o for o in (*_QUOTE_OPS, *_QUOTE_OPS_SHORT) if command.startswith(o, i)), None)
-        if op is not None:
-            items.append(op)
-            i += len(op)
-            continue
-        if c == "#":
-            items.append("")
-            break
-        buf: list[str] = []
-        while i < n and not command[i].isspace() and command[i] not in "|&;()<>":
-            ch = command[i]
-            if ch == "'":
-                end = command.find("'", i + 1)
-                end = n if end < 0 else end
-                buf.append(command[i + 1 : end])
-                i = end + 1
-            elif ch == '"':
-                i += 1
-                while i < n and command[i] != '"':
-                    if command[i] == "\\" and i + 1 < n:
-                        nxt = command[i + 1]
-                        buf.append(nxt if nxt in '"\\$' else "\\" + nxt)
-                        i += 2
-                    elif (var := _VARIABLE.match(command, i)) is not None:
-                        i = var.end()
-                    else:
-                        buf.append(command[i])
-                        i += 1
-                i += 1
-            elif ch == "\\":
-                if i + 1 < n:
-                    buf.append(command[i + 1])
-                i += 2
-            elif (var := _VARIABLE.match(command, i)) is not None:
-                i = var.end()
-            else:
-                buf.append(ch)
-                i += 1
-        items.append("".join(buf))
-    return items
-
+from actors.common import ShellQuoteError, js_trim, shell_words, split_commands
 
 _GIT_PREDECESSORS: Final = frozenset({"sudo", "env", "time", "&&", "||", ";", "|", "&", "(", "\\n"})
 _ENV_ASSIGNMENT = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*=")
@@ -289,7 +233,10 @@ def is_known_safe_command(args: Sequence[str]) -> bool:
         if not commands:
             return False
         for sub in commands:
-            words = shell_words(sub.strip())
+            try:
+                words = shell_words(js_trim(sub))
+            except ShellQuoteError:
+                return False
             if words and not _safe_to_exec(words):
                 return False
         return True

@@ -26,20 +26,17 @@ from typing import Any, Literal
 
 from actors.common import (
     REDIRECTION_NAMES,
+    ShellQuoteError,
     compile_js_regex,
     has_redirection,
     is_subpath,
     js_trim,
     parse_command_details,
+    shell_words,
     strip_shell_wrapper,
 )
 
-from ._command_safety import (
-    contains_git_command,
-    is_dangerous_command,
-    is_known_safe_command,
-    shell_words,
-)
+from ._command_safety import contains_git_command, is_dangerous_command, is_known_safe_command
 from ._policy_args import build_args_patterns, is_safe_regexp, stable_stringify
 from ._policy_files import TIER_NAMES, load_policy_file, named_path_problem, policy_files_in
 from ._policy_rules import (
@@ -445,12 +442,21 @@ class PolicyEngine:
     def _shell_heuristics(self, command: str, decision: Decision, mode: str) -> Decision:
         if decision == "deny":
             return "deny"
-        words = shell_words(command)
+        readable = True
+        try:
+            words = shell_words(command)
+        except ShellQuoteError:
+            # Gemini skips every heuristic when shell-quote cannot read the words (`${}`),
+            # so a shell-wide allow would run `rm -rf x; echo ${}` (bash runs the rm, then
+            # fails on `${}`). Deliberate difference: the checks that ask still run, on
+            # the words with the bad substitution left empty; nothing becomes allowed.
+            readable = False
+            words = shell_words(command, strict=False)
         if contains_git_command(words) and not self._trusted_folder:
             return "ask_user"
         if is_dangerous_command(words):
             return decision if mode == "yolo" else "ask_user"
-        if is_known_safe_command(words) and decision == "ask_user":
+        if readable and is_known_safe_command(words) and decision == "ask_user":
             return "allow"
         return decision
 

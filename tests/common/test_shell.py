@@ -103,3 +103,9 @@ def test_escape_shell_arg_keeps_geminis_faults_in_bash() -> None:
         ["bash", "-c", script], capture_output=True, check=True, env={"HOME": "/home/h"}
     ).stdout
     assert out.split(b"\0")[:-1] == [b"it's\\!", b"/home/h"]
+
+
+def test_a_variable_name_of_one_symbol_swallows_the_next_character() -> None:
+    """shell-quote's ``$@`` reading, which ``stripShellWrapper`` inherits (Gemini CLI 0.61.0
+    gives ``echo $@``)."""
+    assert strip_shell_wrapper('bash -c "echo $@x"') == "echo $@"

@@ -44,6 +44,7 @@ SHELL = "run_shell_command"
         (["bash", "-c", "ls && pwd"], True, False),
         (["bash", "-c", "ls > x"], False, False),
         (["zsh", "-lc", "cat f"], True, False),
+        (["bash", "-c", "ls ${}"], False, False),  # shell-quote cannot read it
     ],
 )
 def test_command_safety(args: list[str], safe: bool, dangerous: bool) -> None:
@@ -196,3 +197,19 @@ def test_what_does_not_parse_falls_back_to_the_default(command: str, expected: s
     grammar finds a syntax error (``{}``), and runs what it reads as a command (``fi``)."""
     engine = PolicyEngine([Rule(tool_name=SHELL, decision="allow", priority=1.5)])
     assert engine.check(SHELL, {"command": command}).decision == expected
+
+
+@pytest.mark.parametrize("command", ["cat f ${}", "ls ${}", "sed -n 5p ${}"])
+def test_unreadable_words_are_not_known_safe(command: str) -> None:
+    """shell-quote refuses ``${}``: Gemini CLI 0.61.0 skips its heuristics, so a read-only
+    command is not let through without the question it would otherwise skip."""
+    assert PolicyEngine().check(SHELL, {"command": command}).decision == "ask_user"
+
+
+@pytest.mark.parametrize("command", ["rm -rf x; echo ${}", 'rm -rf "${}" x'])
+def test_unreadable_words_still_ask_for_dangerous_commands(command: str) -> None:
+    """Deliberate difference (docs/differences.md): Gemini skips the dangerous-command check
+    too and allows these under a shell-wide allow; bash runs the ``rm`` before it fails
+    on ``${}``."""
+    engine = PolicyEngine([Rule(tool_name=SHELL, decision="allow", priority=1.5)])
+    assert engine.check(SHELL, {"command": command}).decision == "ask_user"
