@@ -25,8 +25,9 @@ from actors.frontends.headless import Prepared, prepare
 from actors.gateway import GATEWAY_ADDRESS, FakeResponsesBackend, GatewayActor
 from actors.host import runtime
 from actors.host.args import parse_headless
-from actors.host.at_command import expand_at_references
+from actors.host.at_command import expand_at_references_off_loop
 from actors.host.models import classifier_choice, classifier_request, resolve_model
+from actors.host.opening import open_session
 from actors.host.setup import request_config_for
 from actors.tools import executor_kind
 from bus import Bus
@@ -41,6 +42,7 @@ from bus.messages import (
     ThoughtStreamed,
     ToolCallUpdated,
     TurnEnded,
+    as_approval_mode,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,7 +135,7 @@ async def run_demo(prepared: Prepared, view: DemoView) -> tuple[TurnEnded, Path 
     cfg = runtime.SessionConfig(
         session_id=prepared.session_id,
         model=prepared.model,
-        approval_mode=prepared.approval_mode,
+        approval_mode=as_approval_mode(prepared.approval_mode),
         env=prepared.env,
         tools=prepared.tools,
         executor_of=executor_kind,
@@ -153,13 +155,12 @@ async def run_demo(prepared: Prepared, view: DemoView) -> tuple[TurnEnded, Path 
         await nursery.start(GatewayActor(bus, prepared.backend).run)
         sub = bus.subscribe(prepared.session_id, "demo", capacity=1024)
         client = bus.connect("client:demo")
-        addrs = await nursery.start(runtime.supervise_session, bus, cfg)
-        await client.send(runtime.open_session_message(cfg), to=addrs.session)
+        addrs = await open_session(nursery, bus, cfg, client)
         await client.send(
             SubmitPrompt(
                 session_id=prepared.session_id,
                 prompt_id=prepared.session_id,
-                parts=tuple(expand_at_references(prepared.user_input, prepared.workspace)),
+                parts=tuple(await expand_at_references_off_loop(prepared.user_input, prepared.workspace)),
                 display_text=prepared.user_input,
             ),
             to=addrs.session,

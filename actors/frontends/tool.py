@@ -5,7 +5,7 @@
     agentbus tool --list
 
 The call takes the path every session's calls take: the session is wired as for any
-other entry point (``_setup.session_setup`` + ``runtime.supervise_session``), and the
+other entry point (``session_setup`` + ``session_config`` + ``open_session``, all in ``actors.host``), and the
 call goes to its scheduler as a user's call (``ToolCallRequest.client_initiated``):
 registry and schema validation, the tool's own checks (a path outside the workspace),
 policy (deny rules, ``--approval-mode plan``), BeforeTool/AfterTool hooks, then the
@@ -56,9 +56,9 @@ from actors.gateway import (
     GatewayActor,
     open_backend,
 )
-from actors.host import runtime
 from actors.host.args import APPROVAL_MODES, HeadlessArgs
 from actors.host.errors import FatalError, FatalInputError
+from actors.host.opening import open_session
 from actors.host.setup import (
     SessionSetup,
     approval_mode_from,
@@ -257,7 +257,6 @@ async def run_tool(run: ToolRun) -> CompletedCall:
     """Start the session's actors, run the call as the user's, close the session."""
     bus = Bus()
     cfg = session_config(run.setup, history=(), recording=run.recording, settings=run.settings)
-    cfg = attrs.evolve(cfg, **runtime.guard_settings(run.settings))
     sid = run.setup.session_id
     batch_id = new_id()
     settled: BatchSettled | None = None
@@ -265,8 +264,7 @@ async def run_tool(run: ToolRun) -> CompletedCall:
         await outer.start(GatewayActor(bus, OnDemandBackend(run.make_backend)).run)
         client = bus.connect(f"client:tool:{sid}")
         async with trio.open_nursery() as session:
-            addrs = await session.start(runtime.supervise_session, bus, cfg)
-            await client.send(runtime.open_session_message(cfg), to=addrs.session)
+            addrs = await open_session(session, bus, cfg, client)
             request = ToolCallRequest(
                 call_id=f"{run.name}__user_{new_id()[:8]}", name=run.name, args=dict(run.args), client_initiated=True
             )

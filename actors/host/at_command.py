@@ -37,6 +37,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from actors.common import (
     js_trim,
     node_extname,
@@ -341,6 +343,21 @@ def _default_env(workspace: Path) -> ToolEnv:
     return ToolEnv(
         workspace=root,
         project_temp_dir=gemini_home() / ".gemini" / "tmp" / (root.name or "project"),
+    )
+
+
+async def expand_at_references_off_loop(
+    query: str,
+    workspace: Path,
+    *,
+    env: ToolEnv | None = None,
+    glob_available: bool = True,
+) -> list[dict[str, Any]]:
+    """``expand_at_references`` in a worker thread: its ``**`` walks and file reads
+    never stall the event loop (a daemon serves every session from it). A cancel waits
+    for the walk to end."""
+    return await trio.to_thread.run_sync(
+        lambda: expand_at_references(query, workspace, env=env, glob_available=glob_available)
     )
 
 

@@ -37,6 +37,7 @@ from actors.tools import (
     load_registry,
     plans_dir,
 )
+from bus.messages import HookEvent, as_approval_mode
 
 APPROVAL_ALIASES = {"autoEdit": "auto_edit"}
 
@@ -319,13 +320,19 @@ def session_config(
     history: Sequence[Any],
     recording: Path | None,
     settings: Mapping[str, Any],
+    secrets: tuple[str, ...] = (),
 ) -> runtime.SessionConfig:
-    """The ``SessionConfig`` that ``runtime.supervise_session`` runs."""
+    """The ``SessionConfig`` that ``actors.host.opening.open_session`` opens: the
+    setup's registry, policy and hooks, the turn guards of ``settings``, and
+    ``secrets`` (besides this process's keys) scrubbed from the recording."""
     max_turns = _settings.get(settings, "model.maxSessionTurns", -1)
     return runtime.SessionConfig(
+        **runtime.guard_settings(settings),
+        secrets=secrets,
+        scrubber=runtime.session_scrubber(secrets) if secrets else None,
         session_id=setup.session_id,
         model=setup.model,
-        approval_mode=setup.approval_mode,
+        approval_mode=as_approval_mode(setup.approval_mode),
         env=setup.env,
         tools=setup.tools,
         executor_of=executor_kind,
@@ -346,7 +353,7 @@ def session_config(
 
 # -- SessionStart / SessionEnd: the hook points a session's client runs ---------------------------
 async def run_hooks(
-    client: Any, addrs: runtime.SessionAddresses, session_id: str, event: str, target: str, data: Mapping[str, Any]
+    client: Any, addrs: runtime.SessionAddresses, session_id: str, event: HookEvent, target: str, data: Mapping[str, Any]
 ) -> dict[str, Any] | None:
     """A client-side hook point (SessionStart, SessionEnd): ask the runner, wait for its
     answer on ``client`` (a ``Port``; what else arrives there meanwhile is dropped)."""

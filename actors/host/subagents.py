@@ -2,7 +2,7 @@
 
 ``Subagents`` is the ``SubagentAccess`` capability a session's tools get
 (``ToolEnv.agents``). A child session is a whole session — session, turn, scheduler,
-executors, loop detector, recorder — started by ``runtime.supervise_session`` inside
+executors, loop detector, recorder — started by ``open_session`` (``actors.host.opening``) inside
 the ``invoke_agent`` call, so it lives exactly as long as that call: when the call is
 cancelled, the child's running turn is cancelled and acknowledged, the child closes,
 and only then does the call report its cancelled result.
@@ -25,6 +25,7 @@ import attrs
 import trio
 
 from actors.host import runtime
+from actors.host.opening import open_session
 from actors.tools import (
     COMPLETE_TASK,
     REJECTED_MESSAGE,
@@ -35,7 +36,7 @@ from actors.tools import (
     agent_tool_names,
 )
 from bus import Bus, DeliveryError
-from bus.messages import CloseSession, SessionClosed, new_id
+from bus.messages import CloseSession, SessionClosed, as_approval_mode, new_id
 
 CLOSE_GRACE_S = 5.0
 """How long a closing child gets to acknowledge its cancel and close before its
@@ -121,7 +122,7 @@ class Subagents:
             parent,
             session_id=child_id,
             model=model,
-            approval_mode=approval_mode,
+            approval_mode=as_approval_mode(approval_mode),
             env=attrs.evolve(parent.env, session_id=child_id, model=model, agents=None),
             tools=tools,
             request_config=self._request_config(
@@ -178,7 +179,8 @@ class Subagents:
         async def run_child() -> None:
             try:
                 with scope:
-                    await runtime.supervise_session(self.bus, cfg, task_status=ready)  # type: ignore[arg-type]
+                    async with trio.open_nursery() as child_nursery:
+                        ready.started(await open_session(child_nursery, self.bus, cfg, port))
             finally:
                 done.set()
 
@@ -197,7 +199,6 @@ class Subagents:
                         sub=sub,
                         session_address=ready.addrs.session,
                     )
-                    await port.send(runtime.open_session_message(cfg), to=child.session_address)
                     yield child
                 finally:
                     with trio.CancelScope(shield=True):

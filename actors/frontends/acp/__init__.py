@@ -2,7 +2,7 @@
 
 An editor (Zed, or any ACP client) starts ``agentbus acp`` and drives sessions through
 it; each session is the same set of actors a headless run starts
-(``runtime.supervise_session``), with this front end as its interactive client.
+(``actors.host.opening.open_session``), with this front end as its interactive client.
 Layers, h11-style: ``_rpc`` (framing, pure), ``_protocol`` (what we announce, parameter
 checks, pure), ``_present`` and ``_view`` (bus messages -> ACP updates, pure state
 machine), ``_session`` and ``_server`` (the trio shells), ``_main`` (flags, the fast

@@ -22,7 +22,7 @@ call through the scheduler as the user's (policy, approvals through
 ``tool_call`` with its updates, the model never sees it, and the prompt ends
 ``end_turn`` (``cancelled`` when it was cancelled). ``/tool!`` and ``/shell!`` also add
 the result to the conversation (``AddContext``), so the next prompt carries it.
-Owns: the session's actors (``runtime.supervise_session``), its model gateway (one per
+Owns: the session's actors (``actors.host.opening.open_session``), its model gateway (one per
 session: a fake-responses file restarts at its first line for every session, as in
 Gemini CLI), the view, and the waiters of its pending ``session/prompt`` and
 ``session/set_mode`` requests.
@@ -70,15 +70,15 @@ from actors.gateway import GatewayActor
 from actors.host import runtime
 from actors.host import settings as _settings
 from actors.host.args import HeadlessArgs
-from actors.host.at_command import expand_at_references
+from actors.host.at_command import expand_at_references_off_loop
 from actors.host.backend import make_backend
 from actors.host.errors import FatalError, cause_of, error_text
+from actors.host.opening import open_session
 from actors.host.sessions import resumable_history
 from actors.host.setup import (
     approval_mode_from,
     environment_context,
     model_from,
-    open_interactive_session,
     print_warnings,
     session_config,
     session_setup,
@@ -90,6 +90,7 @@ from bus.json_values import thaw
 from bus.messages import (
     AddContext,
     ApprovalAnswered,
+    ApprovalMode,
     ApprovalRequested,
     BatchSettled,
     CancelBatch,
@@ -98,6 +99,7 @@ from bus.messages import (
     CompletedCall,
     ConfigureSession,
     FileAccessed,
+    HookEvent,
     HooksFinished,
     Message,
     ReadTextFile,
@@ -108,6 +110,8 @@ from bus.messages import (
     SubmitPrompt,
     ToolCallRequest,
     WriteTextFile,
+    as_approval_mode,
+    as_approval_outcome,
     new_id,
 )
 
@@ -261,7 +265,7 @@ class AcpSession:
     async def _send_answer(self, correlation_id: str, outcome: str) -> None:
         raise NotImplementedError
 
-    async def _send_configure(self, request_id: str, approval_mode: str | None, model: str | None) -> None:
+    async def _send_configure(self, request_id: str, approval_mode: ApprovalMode | None, model: str | None) -> None:
         raise NotImplementedError
 
     async def _call_tool(self, request_id: str, name: str, args: dict[str, Any], share: bool) -> tuple[CompletedCall, bool]:
@@ -286,8 +290,10 @@ class AcpSession:
                 await self._say(self._command(name))
                 return {"stopReason": "end_turn", "_meta": zero_quota()}
         text, extra = prompt_parts(blocks)
-        parts = await trio.to_thread.run_sync(
-            lambda: expand_at_references(text, self.workspace, env=self._env, glob_available="glob" in self._tools)
+        parts = (
+            await expand_at_references_off_loop(
+                text, self.workspace, env=self._env, glob_available="glob" in self._tools
+            )
             if text
             else []
         )
@@ -347,7 +353,7 @@ class AcpSession:
     async def configure(self, *, mode: str | None = None, model: str | None = None) -> Configured:
         if not self._ready():
             raise RpcError(INTERNAL_ERROR, "the session is closed")
-        approval_mode = approval_mode_of(mode) if mode is not None else None
+        approval_mode = as_approval_mode(approval_mode_of(mode)) if mode is not None else None
         request_id = new_id()
         waiter: Waiter[Configured] = Waiter()
         self._configures[request_id] = waiter
@@ -540,7 +546,6 @@ class BusSession(AcpSession):
         caps = self.peer.client_caps
         cfg = attrs.evolve(
             cfg,
-            **runtime.guard_settings(settings),
             gateway_address=self.gateway_address,
             file_access_address=self.address if (caps.read_text_file or caps.write_text_file) else None,
         )
@@ -552,17 +557,25 @@ class BusSession(AcpSession):
             async with trio.open_nursery() as actors:
                 await actors.start(GatewayActor(self.bus, backend, address=self.gateway_address).run)
                 self._port = self.bus.connect(self.address)
-                self.addrs = await actors.start(runtime.supervise_session, self.bus, cfg)
-                # After the supervisor: the recorder must be the session's first observer.
-                sub = self.bus.subscribe(self.session_id, "acp", policy="block", capacity=SUBSCRIPTION_CAPACITY)
+                subs: list[Any] = []
+
+                def observe(_addrs: runtime.SessionAddresses) -> None:
+                    # After the supervisor: the recorder must be the session's first observer.
+                    subs.append(
+                        self.bus.subscribe(self.session_id, "acp", policy="block", capacity=SUBSCRIPTION_CAPACITY)
+                    )
+
+                # SessionStart hooks first, before our inbox task reads the port: their
+                # context opens the history, as in the daemon's sessions.
+                source = "resume" if self.recording is not None else "startup"
+                self.addrs = await open_session(
+                    actors, self.bus, cfg, self._port, interactive_source=source, observe=observe
+                )
+                sub = subs[0]
                 async with trio.open_nursery() as helpers:
                     # Our own tasks (pump, inbox, permission requests, sends) end with
                     # the session; its actors finish on their own after SessionClosed.
                     self._nursery = helpers
-                    source = "resume" if self.recording is not None else "startup"
-                    # SessionStart hooks first, before our inbox task reads the port:
-                    # their context opens the history, as in the daemon's sessions.
-                    await open_interactive_session(self._port, self.addrs, cfg, source)
                     helpers.start_soon(self._inbox)
                     helpers.start_soon(self._pump, sub)
                     self.started = True
@@ -645,11 +658,11 @@ class BusSession(AcpSession):
         assert self.addrs is not None
         to, session_id = self._answer_routes.pop(correlation_id, (self.addrs.scheduler, self.session_id))
         await self._send(
-            ApprovalAnswered(session_id=session_id, correlation_id=correlation_id, outcome=outcome, answered_by=self.address),
+            ApprovalAnswered(session_id=session_id, correlation_id=correlation_id, outcome=as_approval_outcome(outcome), answered_by=self.address),
             to,
         )
 
-    async def _send_configure(self, request_id: str, approval_mode: str | None, model: str | None) -> None:
+    async def _send_configure(self, request_id: str, approval_mode: ApprovalMode | None, model: str | None) -> None:
         assert self.addrs is not None and self.view is not None
         await self._send(
             ConfigureSession(
@@ -685,7 +698,7 @@ class BusSession(AcpSession):
                 session_id=self.session_id,
                 batch_id=request_id,
                 reply_to=self.address,
-                approval_mode=self.view.approval_mode,
+                approval_mode=as_approval_mode(self.view.approval_mode),
                 calls=(request,),
                 interactive=True,
             ),
@@ -734,7 +747,7 @@ class BusSession(AcpSession):
                 case _:
                     pass
 
-    async def _run_hooks(self, event: str, target: str, data: Mapping[str, Any]) -> dict[str, Any] | None:
+    async def _run_hooks(self, event: HookEvent, target: str, data: Mapping[str, Any]) -> dict[str, Any] | None:
         """A client-side hook point (SessionStart, SessionEnd)."""
         if self.addrs is None or self.addrs.hooks is None:
             return None

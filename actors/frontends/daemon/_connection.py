@@ -49,7 +49,7 @@ import trio
 from actors.frontends.daemon._catchup import RecordingCursor, everything, is_client_event
 from actors.frontends.daemon._core import DaemonCore, LiveSession, RequestError, auth_env_from
 from actors.frontends.daemon._protocol import MAX_FRAME, ConnectionRules, FrameSplitter
-from actors.host.at_command import expand_at_references
+from actors.host.at_command import expand_at_references_off_loop
 from actors.host.user_calls import context_parts, ran
 from bus import Bus, DeliveryError, Envelope, Port
 from bus.codec import encode, encode_envelope
@@ -92,6 +92,8 @@ from bus.messages import (
     ToolCallResult,
     Unsubscribe,
     Welcome,
+    as_approval_mode,
+    as_approval_outcome,
     new_id,
 )
 
@@ -447,7 +449,7 @@ class ConnectionActor:
                 self._refuse_if_stopping(live)
                 assert live.addrs is not None
                 parts = msg.parts or tuple(
-                    expand_at_references(
+                    await expand_at_references_off_loop(
                         msg.text, live.cfg.env.workspace, env=live.cfg.env, glob_available="glob" in live.cfg.tools
                     )
                 )
@@ -487,7 +489,7 @@ class ConnectionActor:
                     ApprovalAnswered(
                         session_id=answer_sid,
                         correlation_id=msg.correlation_id,
-                        outcome=msg.outcome,
+                        outcome=as_approval_outcome(msg.outcome),
                         answered_by=self.address,
                     ),
                     to=to,
@@ -514,7 +516,7 @@ class ConnectionActor:
                             session_id=msg.session_id,
                             batch_id=msg.request_id,
                             reply_to=self.address,
-                            approval_mode=live.entry.approval_mode,
+                            approval_mode=as_approval_mode(live.entry.approval_mode),
                             calls=(call,),
                             interactive=True,
                         ),

@@ -1,6 +1,6 @@
 """The daemon's sessions: starting, resuming, sharing, ending and restarting them.
 
-Each running session is one ``runtime.supervise_session`` in the daemon's session
+Each running session is one ``open_session`` (``actors.host.opening``) in the daemon's session
 nursery, built exactly as a headless run builds it (``actors.host.setup``) but
 interactive, and served by the daemon's one gateway. Sessions belong to the daemon,
 not to a connection: they run until a client ends them or the daemon stops. The
@@ -45,11 +45,11 @@ from actors.host import sessions as sessions_on_disk
 from actors.host import settings as _settings
 from actors.host.auth import auth_type_from_env, check_auth
 from actors.host.errors import FatalAuthenticationError, FatalError, error_text
+from actors.host.opening import open_session
 from actors.host.setup import (
     approval_mode_from,
     environment_context,
     model_from,
-    open_interactive_session,
     run_hooks,
     session_config,
     session_setup,
@@ -63,6 +63,7 @@ from actors.recorder import (
 )
 from bus import Bus, DeliveryError, Envelope, Port
 from bus.messages import (
+    ApprovalMode,
     ApprovalRequested,
     ApprovalSettled,
     BatchSettled,
@@ -75,6 +76,7 @@ from bus.messages import (
     ToolCallUpdated,
     TurnEnded,
     TurnStarted,
+    as_approval_mode,
     new_id,
 )
 
@@ -303,7 +305,7 @@ class DaemonCore:
                     raise RequestError(
                         "busy", "a turn is running: change to or from plan mode when it has ended"
                     )
-                return await self._set_mode_mid_turn(live, approval_mode)
+                return await self._set_mode_mid_turn(live, as_approval_mode(approval_mode))
             live.closing = "restart"
             entry = attrs.evolve(live.entry, approval_mode=approval_mode)
             try:
@@ -326,7 +328,7 @@ class DaemonCore:
             live.replaced.set()
             return new
 
-    async def _set_mode_mid_turn(self, live: LiveSession, approval_mode: str) -> LiveSession:
+    async def _set_mode_mid_turn(self, live: LiveSession, approval_mode: ApprovalMode) -> LiveSession:
         """As Gemini CLI: the running turn's later decisions use the new mode and its
         waiting approvals that the mode allows are granted (the scheduler), and the next
         turns start in it (the session). The same for the subagents the turn runs (their
@@ -541,11 +543,11 @@ class DaemonCore:
             history=(environment_context(setup), *history),
             recording=recording_path(self.data_dir, entry.session_id),
             settings=settings,
+            secrets=secrets_from_env(environ),
         )
-        secrets = secrets_from_env(environ)
-        return attrs.evolve(
-            cfg, secrets=secrets, scrubber=runtime.session_scrubber(secrets), **runtime.guard_settings(settings)
-        )
+        if cfg.scrubber is None:  # a later client's keys may join it (``_use_credentials``)
+            cfg = attrs.evolve(cfg, scrubber=runtime.session_scrubber(()))
+        return cfg
 
     def _use_credentials(self, live: LiveSession, auth_env: Mapping[str, str]) -> None:
         """A client loads a running session with its credentials: when they make a
@@ -607,12 +609,15 @@ class DaemonCore:
         try:
             with live.scope:
                 async with trio.open_nursery() as nursery:
-                    addrs = await nursery.start(runtime.supervise_session, self.bus, live.cfg)
-                    # After the supervisor: the recorder is the session's first observer.
-                    monitor = self.bus.subscribe(sid, f"daemon-monitor:{sid}", policy="block", capacity=256)
-                    nursery.start_soon(self._monitor, live, monitor)
+                    def observe(_addrs: runtime.SessionAddresses) -> None:
+                        # After the supervisor: the recorder is the session's first observer.
+                        monitor = self.bus.subscribe(sid, f"daemon-monitor:{sid}", policy="block", capacity=256)
+                        nursery.start_soon(self._monitor, live, monitor)
+
                     # SessionStart hooks first: their context opens the history.
-                    await open_interactive_session(port, addrs, live.cfg, source)
+                    addrs = await open_session(
+                        nursery, self.bus, live.cfg, port, interactive_source=source, observe=observe
+                    )
                     live.addrs = addrs
                     live.next_seq = self.bus.next_seq(sid)
                     live.updated_at = time.time()

@@ -34,11 +34,12 @@ from actors.host import runtime
 from actors.host import sessions as _sessions
 from actors.host import settings as _settings
 from actors.host.args import HeadlessArgs
-from actors.host.at_command import expand_at_references
+from actors.host.at_command import expand_at_references_off_loop
 from actors.host.auth import check_auth
 from actors.host.backend import make_backend
 from actors.host.context import session_context
 from actors.host.errors import FatalAuthenticationError, FatalError, FatalInputError
+from actors.host.opening import open_session
 from actors.host.setup import (
     SessionSetup,
     approval_mode_from,
@@ -162,21 +163,22 @@ async def run_prepared(p: Prepared, stdout: TextIO, stderr: TextIO) -> int:
         max_attempts=RetryPolicy.from_settings(_settings.get(p.settings, "general.maxAttempts")).max_attempts,
     )
     assert p.setup is not None
-    cfg = attrs.evolve(
-        session_config(p.setup, history=p.history, recording=p.recording, settings=p.settings),
-        **runtime.guard_settings(p.settings),
-    )
+    cfg = session_config(p.setup, history=p.history, recording=p.recording, settings=p.settings)
     exit_code = 0
     async with trio.open_nursery() as nursery:
         await nursery.start(GatewayActor(bus, p.backend).run)
         client = bus.connect(f"client:headless:{p.session_id}")
-        addrs = await nursery.start(runtime.supervise_session, bus, cfg)
-        # After the supervisor: the recorder must be the session's first observer, so
-        # that what this client prints is on disk first (actors/recorder.py).
-        sub = bus.subscribe(p.session_id, "headless", policy="block", capacity=1024)
-        # Subagents' sessions, for the stats only (drained as the main session goes).
-        descendants = bus.subscribe(ALL_SESSIONS, "headless:agents", capacity=math.inf)
-        await client.send(runtime.open_session_message(cfg), to=addrs.session)
+        subs: list[Any] = []
+
+        def observe(_addrs: runtime.SessionAddresses) -> None:
+            # After the supervisor: the recorder must be the session's first observer, so
+            # that what this client prints is on disk first (actors/recorder.py).
+            subs.append(bus.subscribe(p.session_id, "headless", policy="block", capacity=1024))
+            # Subagents' sessions, for the stats only (drained as the main session goes).
+            subs.append(bus.subscribe(ALL_SESSIONS, "headless:agents", capacity=math.inf))
+
+        addrs = await open_session(nursery, bus, cfg, client, observe=observe)
+        sub, descendants = subs
         printer.start()
         user_input = p.user_input
         context = await session_start_context(client, addrs, p.session_id, "startup")
@@ -189,7 +191,7 @@ async def run_prepared(p: Prepared, stdout: TextIO, stderr: TextIO) -> int:
                 session_id=p.session_id,
                 prompt_id=p.session_id,
                 parts=tuple(
-                    expand_at_references(
+                    await expand_at_references_off_loop(
                         user_input, p.workspace, env=p.env, glob_available="glob" in p.tools
                     )
                 ),

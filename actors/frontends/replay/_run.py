@@ -44,6 +44,7 @@ from actors.frontends.replay._tools import (
 from actors.frontends.replay._view import View
 from actors.gateway import GATEWAY_ADDRESS, GatewayActor
 from actors.host import runtime
+from actors.host.opening import open_session
 from actors.recorder import RecordedLine, Recording, Scrubber, Segment
 from actors.tools import Tool, ToolEnv, builtin_tools, executor_kind
 from bus import Envelope
@@ -59,6 +60,7 @@ from bus.messages import (
     ToolCallRequested,
     ToolCallUpdated,
     ToolOutputStreamed,
+    as_approval_mode,
 )
 
 STALL_S = 3600.0
@@ -313,7 +315,7 @@ async def _replay_segment(
         **guards,
         session_id=sid,
         model=model,
-        approval_mode=approval,
+        approval_mode=as_approval_mode(approval),
         env=env,
         tools=tools,
         executor_of=executor_of,
@@ -387,7 +389,9 @@ async def _replay_segment(
 
             async def run_session(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
                 try:
-                    await runtime.supervise_session(gate, cfg, task_status=task_status)
+                    # The recorded client's messages, OpenSession first, are played below.
+                    async with trio.open_nursery() as session:
+                        task_status.started(await open_session(session, gate, cfg, None))
                 finally:
                     done.set()
 

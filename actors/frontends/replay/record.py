@@ -43,6 +43,7 @@ from actors.host import runtime
 from actors.host.args import parse_headless
 from actors.host.context import session_context
 from actors.host.models import classifier_choice, classifier_request, resolve_model
+from actors.host.opening import open_session
 from actors.host.sessions import resumable_history
 from actors.host.setup import request_config_for
 from actors.recorder import load_recording
@@ -59,6 +60,8 @@ from bus.messages import (
     SessionClosed,
     SubmitPrompt,
     TurnEnded,
+    as_approval_mode,
+    as_approval_outcome,
 )
 
 SCENARIO_SESSION_PREFIX = "scenario-"
@@ -143,7 +146,7 @@ async def run_process(
         **runtime.guard_settings(scenario.get("settings", {})),
         session_id=session_id,
         model=model,
-        approval_mode=approval,
+        approval_mode=as_approval_mode(approval),
         env=env,
         tools={n: LiveTool(t, live_clock) for n, t in tools.items()},
         executor_of=lambda tool: executor_kind(tool),
@@ -168,9 +171,13 @@ async def run_process(
     async with trio.open_nursery() as nursery:
         await nursery.start(GatewayActor(bus, backend).run)
         client = bus.connect(client_address)
-        addrs = await nursery.start(runtime.supervise_session, bus, cfg)
-        sub = bus.subscribe(session_id, "scenario-client", capacity=100_000)
-        await client.send(runtime.open_session_message(cfg), to=addrs.session)
+        subs: list[Any] = []
+
+        def observe(_addrs: runtime.SessionAddresses) -> None:
+            subs.append(bus.subscribe(session_id, "scenario-client", capacity=100_000))
+
+        addrs = await open_session(nursery, bus, cfg, client, observe=observe)
+        sub = subs[0]
         for number, turn in enumerate(turns, start=1):
             prompt_id = session_id if number == 1 else f"{session_id}########{number}"
             await client.send(
@@ -191,7 +198,7 @@ async def run_process(
                         ApprovalAnswered(
                             session_id=session_id,
                             correlation_id=msg.correlation_id,
-                            outcome=outcome,
+                            outcome=as_approval_outcome(outcome),
                             answered_by=client_address,
                         ),
                         to=addrs.scheduler,
