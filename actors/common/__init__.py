@@ -63,6 +63,7 @@ from ._procs import (
     group_has_live_members,
     group_members,
     signal_group,
+    spawn_error,
 )
 from ._regex import JsRegexError, compile_js_regex, js_regex_to_python
 from ._shell import escape_shell_arg, strip_shell_wrapper
@@ -114,6 +115,7 @@ __all__ = [
     "group_has_live_members",
     "group_members",
     "signal_group",
+    "spawn_error",
     "strip_ansi",
     "split_budget",
     "is_network_retryable",

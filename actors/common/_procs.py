@@ -15,6 +15,7 @@ instead (a zombie member then still counts).
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Sequence
 
@@ -95,3 +96,11 @@ def child_process_groups(pid: int | None = None) -> set[int]:
         if group != own:
             groups.add(group)
     return groups
+
+
+def spawn_error(executable: str, exc: BaseException) -> str:
+    """Node's message for a process that could not start (``spawn /usr/bin/bash ENOENT``);
+    a Python refusal that has no errno (a NUL in an argument) keeps its own text."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return f"spawn {executable} {errno.errorcode.get(exc.errno, f'E{exc.errno}')}"
+    return f"spawn {executable}: {exc}"

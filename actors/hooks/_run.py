@@ -31,7 +31,6 @@ Cancellation kills the process group (bounded, shielded) and re-raises.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import signal
@@ -50,6 +49,7 @@ from actors.common import (
     js_number,
     js_trim,
     signal_group,
+    spawn_error,
 )
 
 from ._config import CommandHook
@@ -163,13 +163,6 @@ def parse_hook_output(
     return None, None
 
 
-def _spawn_error(executable: str, exc: BaseException) -> str:
-    """Node's wording for a failed ``spawn`` (``spawn bash ENOENT``)."""
-    if isinstance(exc, OSError) and exc.errno is not None:
-        return f"spawn {executable} {errno.errorcode.get(exc.errno, f'E{exc.errno}')}"
-    return f"spawn {executable}: {exc}"
-
-
 # ---------------------------------------------------------------------------- processes
 
 
@@ -278,7 +271,7 @@ async def run_command_hook(
         )
     except (OSError, ValueError) as exc:
         return HookResult(
-            hook=hook, success=False, error=_spawn_error(executable, exc), duration_ms=elapsed()
+            hook=hook, success=False, error=spawn_error(executable, exc), duration_ms=elapsed()
         )
     out = _Capture(max_output_bytes)
     err = _Capture(max_output_bytes)

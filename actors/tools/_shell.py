@@ -76,7 +76,7 @@ from typing import Any
 import attrs
 import trio
 
-from actors.common import js_trim, node_resolve, strip_shell_wrapper
+from actors.common import js_trim, node_resolve, spawn_error, strip_shell_wrapper
 from bus.messages import ToolResult
 
 from ._base import OutputSink, Tool, ToolEnv
@@ -107,7 +107,6 @@ from ._shell_processes import (
     BackgroundProcess,
     BackgroundProcessRegistry,
     close_pipes,
-    spawn_error,
     terminate,
 )
 from ._truncate import TruncatingWriter, tool_output_path, truncation_threshold

@@ -11,7 +11,6 @@ outlive the call, and whoever owns the session kills them with
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import signal as signal_mod
@@ -59,13 +58,6 @@ def close_pipes(proc: trio.Process) -> None:
         close = getattr(stream, "close", None)
         if callable(close):
             close()
-
-
-def spawn_error(executable: str, exc: BaseException) -> str:
-    """Node's message for a failed ``spawn`` (``spawn /usr/bin/bash ENOENT``)."""
-    if isinstance(exc, OSError) and exc.errno is not None:
-        return f"spawn {executable} {errno.errorcode.get(exc.errno, f'E{exc.errno}')}"
-    return str(exc)
 
 
 # ======================================================================================
