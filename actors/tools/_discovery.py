@@ -4,7 +4,8 @@
 ``.geminiignore`` and the ``context.fileFiltering.customIgnoreFilePaths`` files, each
 honoured or not per call (``respect_git_ignore``, ``respect_gemini_ignore``), a symbolic
 link judged by its target too; on top of the npm ``ignore`` port (:mod:`._ignore`). Also
-``fs.readdir``'s order. Everything here reads the disk; tools call it from worker threads.
+``fs.readdir``'s order. Everything here reads the disk: tools call it from worker threads
+(``read_file``'s ``validate``, run in the scheduler's task, is the exception).
 """
 
 from __future__ import annotations

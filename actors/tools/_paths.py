@@ -14,7 +14,8 @@ Each piece mirrors Gemini CLI 0.61, so the tools produce the same paths and mess
 
 Beside it: Node-worded errors (``_fs_errors``), ignore files (``_discovery`` on the npm
 ``ignore`` port in ``_ignore``) and ``localeCompare`` order (``_collation``). Functions
-here touch the file system; tools call them from worker threads.
+here touch the file system: tools call them from worker threads, except the few checks
+of a tool's ``validate``, which the scheduler runs in its own task.
 """
 
 from __future__ import annotations

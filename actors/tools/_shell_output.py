@@ -3,9 +3,11 @@
 The shell tool's output half (``run_shell_command``, :mod:`._shell`): the collector that
 reads the merged stdout and stderr like Gemini CLI's ``child_process`` path (UTF-8 with
 replacement, a NUL in the first 512 bytes marks it binary, only the last 16 M characters
-kept, terminal escapes stripped), and Gemini's texts for a finished, timed-out, failed or cancelled
-command (``llmContent`` inside ``<untrusted_context>`` tags, ``returnDisplay``). Pure
-apart from the output sink the collector streams to.
+kept, terminal escapes stripped), a background call's log read back the same way, and
+Gemini's texts for a finished, timed-out, failed or cancelled command (``llmContent``
+inside ``<untrusted_context>`` tags, ``returnDisplay``). Pure apart from the output sink
+the collector streams to and :func:`read_log_output` (blocking: call it from a worker
+thread).
 """
 
 from __future__ import annotations
