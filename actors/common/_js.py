@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, cast
@@ -36,6 +37,16 @@ def js_trim_start(text: str) -> str:
 def js_trim_end(text: str) -> str:
     """``String.prototype.trimEnd``."""
     return text.rstrip(JS_WHITESPACE)
+
+
+_PARSE_INT = re.compile(f"[{JS_WHITESPACE}]*([+-]?[0-9]+)")
+
+
+def js_parse_int(text: str) -> int | None:
+    """``parseInt(text, 10)``; None where JavaScript answers ``NaN``. Leading JavaScript
+    whitespace, a sign, then ASCII digits only (Python's ``\\s`` and ``\\d`` are wider)."""
+    match = _PARSE_INT.match(text)
+    return int(match.group(1)) if match else None
 
 
 def js_round(x: float) -> int:

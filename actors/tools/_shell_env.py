@@ -13,6 +13,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from actors.common import js_parse_int
+
 from ._base import setting
 
 DEFAULT_INACTIVITY_TIMEOUT_S = 300
@@ -82,11 +84,6 @@ def _redacted(key: str, value: str, allowed: set[str], blocked: set[str], strict
     return _NEVER_ALLOWED_NAME.search(key) is not None
 
 
-def _js_parse_int(text: str) -> int | None:
-    match = re.match(r"\s*([+-]?\d+)", text)
-    return int(match.group(1)) if match else None
-
-
 def build_shell_env(
     source: Mapping[str, str], settings: Mapping[str, Any] | None = None
 ) -> dict[str, str]:
@@ -112,7 +109,7 @@ def build_shell_env(
     env.update(GEMINI_CLI="1", TERM="xterm-256color", PAGER="cat", GIT_PAGER="cat")
     for key in git_config_keys:
         env[key] = source[key]
-    count = _js_parse_int(env.get("GIT_CONFIG_COUNT") or "0")
+    count = js_parse_int(env.get("GIT_CONFIG_COUNT") or "0")
     env.update(GIT_CONFIG_GLOBAL="/dev/null", GIT_CONFIG_SYSTEM="/dev/null")
     env["GIT_CONFIG_NOSYSTEM"] = "1"
     for key, value in _GIT_OVERRIDES:

@@ -7,6 +7,7 @@ import pytest
 from actors.common import (
     js_json,
     js_number,
+    js_parse_int,
     js_round,
     js_to_fixed,
     js_trim,
@@ -104,3 +105,24 @@ def test_js_number_matches_string_of_a_number(value: float, text: str) -> None:
 )
 def test_js_to_fixed_matches_number_to_fixed(value: float, digits: int, text: str) -> None:
     assert js_to_fixed(value, digits) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        # parseInt(text, 10) in Node (null for NaN). The shell environment's and the
+        # session list's copies read Unicode digits and Python's whitespace.
+        ("  42abc", 42),
+        (" +5 ", 5),
+        ("\u00a012", 12),
+        ("\ufeff-3", -3),
+        ("1e3", 1),
+        ("0x1f", 0),
+        ("", None),
+        ("x1", None),
+        ("\u0661\u0662", None),
+        ("\x1c7", None),
+    ],
+)
+def test_js_parse_int_matches_parse_int(text: str, value: int | None) -> None:
+    assert js_parse_int(text) == value
