@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("bus", ("bus",)),
-    ("leaf helpers", ("actors.common",)),
+    ("leaf helpers", ("actors.common", "actors.recording")),
     (
         "actors",
         (

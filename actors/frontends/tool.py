@@ -68,7 +68,7 @@ from actors.host.setup import (
     session_setup,
 )
 from actors.host.user_calls import is_bad_input, model_text, shown_text
-from actors.recorder import RecorderError, default_data_dir, recorder_error_in, recording_path
+from actors.recording import RecorderError, default_data_dir, recorder_error_in, recording_path
 from bus import Bus
 from bus.json_values import MAX_DEPTH, JsonValueError, freeze, thaw
 from bus.messages import (

@@ -96,7 +96,7 @@ def exit_status(exc: BaseException, prog: str, stderr: TextIO) -> int | None:
     A reader that closed our standard output (``agentbus … | head``) ends the run
     quietly with status 0, as Gemini CLI does on EPIPE.
     """
-    from actors.recorder import SessionInUseError, recorder_error_in
+    from actors.recording import SessionInUseError, recorder_error_in
 
     leaves = leaf_errors(exc)
     if isinstance(exc, SystemExit):

@@ -19,7 +19,8 @@ import trio
 
 from actors.hooks import HookConfig, HookRunnerActor
 from actors.loops import LoopDetectorActor, LoopWiring
-from actors.recorder import RecorderActor, Scrubber
+from actors.recorder import RecorderActor
+from actors.recording import Scrubber
 from actors.scheduler import PolicyLike, SchedulerActor, SchedulerWiring, ToolSpec
 from actors.session import SessionActor, SessionWiring
 from actors.tools import ExecutorActor, Tool, ToolEnv, plans_dir

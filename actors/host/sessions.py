@@ -35,7 +35,7 @@ from typing import Any, TextIO
 
 import attrs
 
-from actors.recorder import (
+from actors.recording import (
     Recording,
     RecordingError,
     TornLine,
@@ -373,7 +373,7 @@ def delete_command(arg: str, data_dir: Path, workspace: Path, out: TextIO, err: 
 
 
 def data_dir_of(args: Any) -> Path:
-    """``--data-dir``, else ``AGENTBUS_DATA_DIR``/XDG (see ``actors.recorder``)."""
+    """``--data-dir``, else ``AGENTBUS_DATA_DIR``/XDG (see ``actors.recording``)."""
     explicit = getattr(args, "data_dir", None)
     return Path(explicit) if explicit else default_data_dir()
 

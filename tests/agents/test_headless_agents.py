@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from actors.recorder import load_recording
+from actors.recording import load_recording
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -26,7 +26,8 @@ import trio
 import trio.testing
 
 from actors.frontends.replay import ReplayOptions, replay_recording
-from actors.recorder import RecorderActor, load_recording
+from actors.recorder import RecorderActor
+from actors.recording import load_recording
 from bus import Bus
 from bus.messages import TextStreamed
 from tests.bench._table import record

@@ -26,7 +26,7 @@ import pytest
 import trio
 
 from actors.frontends.acp._session import AcpOptions
-from actors.recorder import load_recording, recording_path
+from actors.recording import load_recording, recording_path
 from bus.codec import to_plain
 from tests.frontends.acp._client import connected
 from tests.frontends.daemon._helpers import client_of, events_until, home, running_daemon  # noqa: F401

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.recorder import load_recording
+from actors.recording import load_recording
 from bus.messages import GenerateRequest, OpenSession
 
 ROOT = Path(__file__).resolve().parents[2]

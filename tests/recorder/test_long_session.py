@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 from actors.host.sessions import history_problems, resumable_history
-from actors.recorder import load_recording
+from actors.recording import load_recording
 from bus.messages import SubmitPrompt, TurnEnded
 from tests.frontends.replay._session import ClientScript, calls_entry, run_session, text_entry
 

@@ -14,8 +14,8 @@ import trio
 
 from actors.frontends.daemon.client import DaemonError
 from actors.host.sessions import scan_session
-from actors.recorder import (
-    RecorderActor,
+from actors.recorder import RecorderActor
+from actors.recording import (
     RecorderError,
     SessionClaim,
     SessionInUseError,

@@ -18,11 +18,11 @@ import trio
 
 from actors.gateway import FakeResponsesBackend, GatewayActor
 from actors.host import runtime
-from actors.recorder import (
+from actors.recorder import RecorderActor
+from actors.recording import (
     INTERNED,
     REDACTED,
     FileSink,
-    RecorderActor,
     RecorderError,
     RecordingError,
     Scrubber,
@@ -188,7 +188,8 @@ OPEN_IN_A_CHILD = """
 import sys
 from pathlib import Path
 import trio
-from actors.recorder import RecorderActor, RecorderError
+from actors.recorder import RecorderActor
+from actors.recording import RecorderError
 from bus import Bus
 try:
     trio.run(RecorderActor(Bus(), session_id="s", path=Path(sys.argv[1])).run)

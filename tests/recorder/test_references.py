@@ -11,14 +11,16 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.frontends.daemon._catchup import RecordingCursor, everything, is_client_event
-from actors.recorder import (
+from actors.frontends.daemon._catchup import is_client_event
+from actors.recording import (
     REFS_VERSION,
     ContentRefs,
     ContentTable,
+    RecordingCursor,
     RecordingError,
     Scrubber,
     encode_line,
+    everything,
     load_recording,
     parse_recording,
 )
@@ -100,7 +102,7 @@ def test_any_sequence_of_histories_reads_back_as_written(histories: list[list[in
 
 
 def parse_line(line: str, refs: ContentRefs) -> Envelope:
-    from actors.recorder import decode_line
+    from actors.recording import decode_line
 
     return decode_line(json.loads(line), refs)
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from actors.recorder import load_recording
+from actors.recording import load_recording
 
 ROOT = Path(__file__).resolve().parents[2]
 HI = ROOT / "scenarios" / "bench" / "hi.responses"

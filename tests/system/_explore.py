@@ -43,11 +43,10 @@ import trio
 import trio.testing
 from hypothesis import strategies as st
 
-from actors.frontends.daemon._catchup import RecordingCursor
 from actors.frontends.replay import ReplayOptions, replay_recording
 from actors.gateway import BackendError, GatewayActor
 from actors.host import runtime
-from actors.recorder import Recording, load_recording
+from actors.recording import Recording, RecordingCursor, load_recording
 from actors.scheduler import plan_waves
 from actors.tools import ToolEnv
 from actors.tools._base import OutputSink

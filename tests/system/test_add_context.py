@@ -14,7 +14,7 @@ import trio.testing
 from actors.gateway import FakeResponsesBackend, GatewayActor
 from actors.host import runtime
 from actors.host.sessions import conversation_of
-from actors.recorder import load_recording
+from actors.recording import load_recording
 from bus import Bus
 from bus.json_values import thaw
 from bus.messages import (

@@ -39,7 +39,7 @@ from actors.gateway._errors import http_error, parse_google_error
 from actors.host import runtime
 from actors.host.context import session_context
 from actors.loops._logic import parse_llm_answer
-from actors.recorder import load_recording
+from actors.recording import load_recording
 from actors.tools import ToolEnv, builtin_tools
 from actors.turn._logic import parse_classifier_choice
 from actors.turn._next_speaker import parse_answer as parse_next_speaker

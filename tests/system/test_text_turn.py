@@ -12,7 +12,7 @@ import trio
 from actors.gateway import FakeResponsesBackend, GatewayActor
 from actors.gateway._fake import FakeEntry
 from actors.host import runtime
-from actors.recorder import load_recording
+from actors.recording import load_recording
 from actors.tools import ToolEnv
 from bus import Bus
 from bus.messages import (

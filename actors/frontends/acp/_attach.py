@@ -44,7 +44,7 @@ from actors.frontends.acp._session import AcpOptions, AcpSession, Peer, Started,
 from actors.frontends.acp._view import Closed, Configured, Effect, SessionView, Update
 from actors.frontends.daemon.client import DaemonClient, DaemonError, TcpAddress, open_client
 from actors.frontends.daemon.paths import DaemonPaths
-from actors.recorder import RecordingError, load_recording, recording_path
+from actors.recording import RecordingError, load_recording, recording_path
 from actors.tools import ToolEnv, builtin_tools
 from bus import Envelope
 from bus.messages import CompletedCall, DaemonStopping, Prompt, PromptAccepted, SubscriptionEnded

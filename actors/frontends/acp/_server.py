@@ -60,7 +60,7 @@ from actors.frontends.acp._rpc import (
 )
 from actors.frontends.acp._session import CLOSE_GRACE_S, AcpOptions, AcpSession, BusSession, Waiter
 from actors.host.errors import FatalError, cause_of, error_text
-from actors.recorder import RecorderError
+from actors.recording import RecorderError
 from bus import Bus
 from bus.session_ids import MAX_SESSION_ID, session_id_problem
 
@@ -393,7 +393,7 @@ class AcpServer:
 
     async def _load_session(self, params: dict[str, Any]) -> Any:
         from actors.frontends.acp._session import replay_of
-        from actors.recorder import RecordingError, load_recording, recording_path, session_in_use
+        from actors.recording import RecordingError, load_recording, recording_path, session_in_use
 
         sid = required_str(params, "sessionId")
         if problem := session_id_problem(sid):  # it names a file: never a path of the caller's
@@ -453,7 +453,7 @@ class AcpServer:
 
     async def _list_sessions(self, params: dict[str, Any]) -> Any:
         from actors.host.sessions import list_sessions, scan_session
-        from actors.recorder import iter_recordings
+        from actors.recording import iter_recordings
 
         cwd = optional_str(params, "cwd")
         cursor = optional_str(params, "cursor")

@@ -84,7 +84,7 @@ from actors.host.setup import (
     session_setup,
 )
 from actors.host.user_calls import SHELL_TOOL, context_parts, parse_tool_call, ran
-from actors.recorder import Recording, default_data_dir, recording_path
+from actors.recording import Recording, default_data_dir, recording_path
 from bus import Bus, DeliveryError
 from bus.json_values import thaw
 from bus.messages import (

@@ -10,7 +10,7 @@
 
 The socket, lock and log live in ``default_paths()`` (``$AGENTBUS_RUNTIME_DIR``, else
 ``$XDG_RUNTIME_DIR/agentbus``, else ``~/.local/state/agentbus``); recordings and the
-session registry in the data directory (``actors.recorder.default_data_dir()``). The
+session registry in the data directory (``actors.recording.default_data_dir()``). The
 protocol is in ``bus/messages/client.py``; ``actors.frontends.daemon.client`` is the client
 library.
 

@@ -46,11 +46,12 @@ from typing import Any
 import attrs
 import trio
 
-from actors.frontends.daemon._catchup import RecordingCursor, everything, is_client_event
+from actors.frontends.daemon._catchup import is_client_event
 from actors.frontends.daemon._core import DaemonCore, LiveSession, RequestError, auth_env_from
 from actors.frontends.daemon._protocol import MAX_FRAME, ConnectionRules, FrameSplitter
 from actors.host.at_command import expand_at_references_off_loop
 from actors.host.user_calls import context_parts, ran
+from actors.recording import RecordingCursor, everything
 from bus import Bus, DeliveryError, Envelope, Port
 from bus.codec import encode, encode_envelope
 from bus.messages import (

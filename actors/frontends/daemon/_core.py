@@ -54,7 +54,7 @@ from actors.host.setup import (
     session_config,
     session_setup,
 )
-from actors.recorder import (
+from actors.recording import (
     RecordingError,
     read_meta,
     recording_path,

@@ -50,7 +50,7 @@ from actors.frontends.daemon.paths import (
     prepare_runtime_dir,
 )
 from actors.gateway import GATEWAY_ADDRESS, GatewayActor
-from actors.recorder import default_data_dir
+from actors.recording import default_data_dir
 from bus import Bus
 from bus.messages import ConnectionSummary
 

@@ -50,7 +50,7 @@ from actors.host.setup import (
     session_setup,
     session_start_context,
 )
-from actors.recorder import default_data_dir
+from actors.recording import default_data_dir
 from actors.scheduler import PolicyEngine
 from actors.tools import Tool, ToolEnv
 from bus import ALL_SESSIONS, Bus

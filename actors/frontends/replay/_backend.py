@@ -18,7 +18,7 @@ import attrs
 import trio
 
 from actors.gateway import BackendError, ChunkSink
-from actors.recorder import RecordedLine
+from actors.recording import RecordedLine
 from bus.messages import (
     GenerateRequest,
     GenerationCancelled,

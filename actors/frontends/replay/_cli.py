@@ -42,7 +42,7 @@ from actors.frontends.replay._run import (
 )
 from actors.frontends.replay._view import HeadlessView, HumanView, View
 from actors.host.flags import APPROVAL_MODES
-from actors.recorder import Recording, RecordingError, TornLine, load_recording
+from actors.recording import Recording, RecordingError, TornLine, load_recording
 
 USAGE_EXIT = 2
 

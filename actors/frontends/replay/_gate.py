@@ -25,7 +25,7 @@ import attrs
 import trio
 
 from actors.frontends.replay._normalise import IdLabels, schedule_key
-from actors.recorder import RecordedLine
+from actors.recording import RecordedLine
 from bus import Bus, Envelope
 from bus.messages import Message
 
@@ -105,7 +105,7 @@ class GatedBus(Bus):
         index = self.cursor
         recorded_seq = self.expected[index].env.seq
         if recorded_seq > self.next_seq(message.session_id):
-            # The recording has void numbers here (see actors/recorder.py): skip them too.
+            # The recording has void numbers here (see actors/recording): skip them too.
             self.start_session_at(message.session_id, recorded_seq)
         try:
             env = await super().send(message, sender=sender, to=to)

@@ -37,7 +37,7 @@ from typing import Any
 
 import attrs
 
-from actors.recorder import Scrubber
+from actors.recording import Scrubber
 from bus import Envelope
 from bus.codec import to_plain
 

@@ -45,7 +45,7 @@ from actors.frontends.replay._view import View
 from actors.gateway import GATEWAY_ADDRESS, GatewayActor
 from actors.host import runtime
 from actors.host.opening import open_session
-from actors.recorder import RecordedLine, Recording, Scrubber, Segment
+from actors.recording import RecordedLine, Recording, Scrubber, Segment
 from actors.tools import Tool, ToolEnv, builtin_tools, executor_kind
 from bus import Envelope
 from bus.codec import from_plain, to_plain

@@ -23,7 +23,7 @@ import attrs
 import trio
 import trio.testing
 
-from actors.recorder import RecordedLine
+from actors.recording import RecordedLine
 from actors.scheduler import DENIED_BY_POLICY
 from actors.tools import OutputSink, Tool, ToolEnv
 from bus.messages import (

@@ -46,7 +46,7 @@ from actors.host.models import classifier_choice, classifier_request, resolve_mo
 from actors.host.opening import open_session
 from actors.host.sessions import resumable_history
 from actors.host.setup import request_config_for
-from actors.recorder import load_recording
+from actors.recording import load_recording
 from actors.scheduler import PolicyEngine
 from actors.tools import ToolEnv, builtin_tools, executor_kind
 from bus import Bus

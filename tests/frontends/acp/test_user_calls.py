@@ -10,7 +10,7 @@ from typing import Any
 import trio
 
 from actors.frontends.acp._protocol import available_commands
-from actors.recorder import load_recording
+from actors.recording import load_recording
 from bus.json_values import thaw
 from bus.messages import ContextAdded, GenerateRequest, ScheduleBatch
 

@@ -154,7 +154,7 @@ def test_tab_completion_and_a_shared_result_as_a_person_types_them(home: Path) -
     """Tab completes a tool name, a path in a shell command and an ``@path``;
     ``!!command`` adds its output to the conversation: the next model request carries
     it once, while a plain ``!command``'s output never reaches the model."""
-    from actors.recorder import load_recording
+    from actors.recording import load_recording
     from bus.json_values import thaw
     from bus.messages import GenerateRequest
 

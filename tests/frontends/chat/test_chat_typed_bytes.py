@@ -14,7 +14,7 @@ from tests.frontends.daemon._procs import agentbus
 
 
 def _prompts_sent(home: Path) -> list[str]:
-    from actors.recorder import load_recording
+    from actors.recording import load_recording
     from bus.json_values import thaw
     from bus.messages import GenerateRequest
 

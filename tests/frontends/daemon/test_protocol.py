@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from actors.frontends.daemon._catchup import RecordingCursor, is_client_event
+from actors.frontends.daemon._catchup import is_client_event
 from actors.frontends.daemon._protocol import MAX_ERRORS, ConnectionRules, FrameSplitter, Oversized
+from actors.recording import RecordingCursor
 from bus import Envelope
 from bus.codec import encode, encode_envelope
 from bus.messages import (

@@ -16,7 +16,7 @@ from typing import Any
 import trio
 
 from actors.frontends.acp._session import AcpOptions
-from actors.recorder import load_recording, recording_path
+from actors.recording import load_recording, recording_path
 from bus.json_values import thaw
 from bus.messages import GenerateRequest
 from tests.frontends.acp._client import connected, fake_responses, text_chunks

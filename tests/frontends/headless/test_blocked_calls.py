@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from actors.recorder import load_recording
+from actors.recording import load_recording
 from bus.messages import ToolCallUpdated
 from tests.frontends.daemon._helpers import call_response, text_response, write_responses
 from tests.frontends.daemon._procs import env_for

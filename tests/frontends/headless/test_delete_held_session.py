@@ -9,7 +9,7 @@ from pathlib import Path
 
 import trio
 
-from actors.recorder import recording_path
+from actors.recording import recording_path
 from tests.frontends.daemon._helpers import (
     client_of,
     events_until,

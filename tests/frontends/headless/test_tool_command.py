@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.recorder import load_recording
+from actors.recording import load_recording
 from bus.messages import BatchSettled, ScheduleBatch, SessionClosed, ToolCallUpdated
 from tests.frontends.daemon._procs import ends_within
 

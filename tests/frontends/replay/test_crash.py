@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from actors.host.sessions import history_problems
-from actors.recorder import TornLine, load_recording
+from actors.recording import TornLine, load_recording
 from bus.json_values import thaw
 from bus.messages import GenerateRequest, OpenSession, SubmitPrompt, TurnEnded
 

@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 import pytest
 
-from actors.recorder import load_recording
+from actors.recording import load_recording
 from bus import Envelope
 from bus.codec import envelope_from_plain, envelope_to_plain
 from bus.json_values import thaw

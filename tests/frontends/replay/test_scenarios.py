@@ -28,7 +28,7 @@ import attrs
 import pytest
 
 from actors.frontends.replay import replay_file
-from actors.recorder import load_recording
+from actors.recording import load_recording
 from bus import Envelope
 from bus.json_values import thaw
 from bus.messages import (
