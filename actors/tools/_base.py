@@ -54,6 +54,14 @@ class ToolEnv:
         return (self.workspace,)
 
 
+def error_result(message: str, display: str, error_type: str) -> ToolResult:
+    """A call that failed: the model reads ``message`` (also the error's message), the user
+    ``display``."""
+    return ToolResult(
+        llm_content=message, return_display=display, error_type=error_type, error_message=message
+    )
+
+
 def setting(settings: Mapping[str, Any], *keys: str) -> Any:
     """``settings[key][key]...`` of merged settings; None where a level is missing or is
     not an object."""

@@ -30,7 +30,7 @@ import trio
 from actors.common import is_within_root, node_join, node_relative, node_resolve
 from bus.messages import ToolResult
 
-from ._base import OutputSink, ToolEnv
+from ._base import OutputSink, ToolEnv, error_result
 from ._collation import locale_sort_key
 from ._discovery import FileDiscovery, readdir_sorted, respect_flags
 from ._fs_errors import NodeFsError, error_message
@@ -580,15 +580,6 @@ def outside_problem(pattern: str, search_dir: str, env: ToolEnv) -> str | None:
     return None
 
 
-def _error(message: str, display: str, error_type: str) -> ToolResult:
-    return ToolResult(
-        llm_content=message,
-        return_display=display,
-        error_type=error_type,
-        error_message=message,
-    )
-
-
 class GlobTool:
     """Gemini CLI's ``glob`` tool."""
 
@@ -644,10 +635,10 @@ def _run_glob(args: dict[str, Any], env: ToolEnv) -> ToolResult:
             try:
                 search_dir = resolve_to_real_path(node_resolve(workspace, dir_path))
             except NodeFsError as exc:
-                return _error(exc.message, "Path resolution failed.", "path_not_in_workspace")
+                return error_result(exc.message, "Path resolution failed.", "path_not_in_workspace")
             problem = validate_path_access(search_dir, env, "read")
             if problem is not None:
-                return _error(problem, "Path not in workspace.", "path_not_in_workspace")
+                return error_result(problem, "Path not in workspace.", "path_not_in_workspace")
             search_dirs = [search_dir]
         else:
             search_dirs = [str(d) for d in env.workspace_dirs()]
@@ -661,9 +652,9 @@ def _run_glob(args: dict[str, Any], env: ToolEnv) -> ToolResult:
             try:
                 problem = outside_problem(effective, search_dir, env)
             except NodeFsError as exc:
-                return _error(exc.message, "Path resolution failed.", "path_not_in_workspace")
+                return error_result(exc.message, "Path resolution failed.", "path_not_in_workspace")
             if problem is not None:
-                return _error(problem, "Path not in workspace.", "path_not_in_workspace")
+                return error_result(problem, "Path not in workspace.", "path_not_in_workspace")
             entries.extend(glob_files(effective, search_dir, nocase=nocase))
 
         try:
@@ -712,4 +703,4 @@ def _run_glob(args: dict[str, Any], env: ToolEnv) -> ToolResult:
         )
     except (OSError, NodeFsError, ValueError, re.error, RecursionError) as exc:
         raw = f"Error during glob search operation: {error_message(exc)}"
-        return _error(raw, "Error: An unexpected error occurred.", "glob_execution_error")
+        return error_result(raw, "Error: An unexpected error occurred.", "glob_execution_error")

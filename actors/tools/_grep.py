@@ -49,7 +49,7 @@ from actors.common import (
 )
 from bus.messages import ToolResult
 
-from ._base import OutputSink, ToolEnv
+from ._base import OutputSink, ToolEnv, error_result
 from ._discovery import filtering_setting, is_git_repository
 from ._fs_errors import NodeFsError, error_message, node_fs_error
 from ._glob import COMMON_IGNORE_PATTERNS, glob_files
@@ -499,12 +499,6 @@ _DESCRIPTION = (
 )
 
 
-def _error(message: str, display: str, error_type: str) -> ToolResult:
-    return ToolResult(
-        llm_content=message, return_display=display, error_type=error_type, error_message=message
-    )
-
-
 def _int_arg(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -612,22 +606,22 @@ def _check_search_dir(dir_path: str, env: ToolEnv) -> ToolResult | str:
     try:
         search_abs = resolve_to_real_path(node_resolve(str(env.workspace), dir_path))
     except NodeFsError as exc:
-        return _error(exc.message, "Error: Path resolution failed.", "path_not_in_workspace")
+        return error_result(exc.message, "Error: Path resolution failed.", "path_not_in_workspace")
     problem = validate_path_access(search_abs, env, "read")
     if problem is not None:
-        return _error(problem, "Error: Path not in workspace.", "path_not_in_workspace")
+        return error_result(problem, "Error: Path not in workspace.", "path_not_in_workspace")
     try:
         is_dir = stat.S_ISDIR(os.stat(search_abs).st_mode)
     except FileNotFoundError:
         message = f"Path does not exist: {search_abs}"
-        return _error(message, "Error: Path does not exist.", "file_not_found")
+        return error_result(message, "Error: Path does not exist.", "file_not_found")
     except OSError as exc:
         detail = node_fs_error(exc, "stat", search_abs).message
         message = f"Failed to access path stats for {search_abs}: {detail}"
-        return _error(message, "Error: Failed to access path.", "grep_execution_error")
+        return error_result(message, "Error: Failed to access path.", "grep_execution_error")
     if not is_dir:
         message = f"Path is not a directory: {search_abs}"
-        return _error(message, "Error: Path is not a directory.", "path_is_not_a_directory")
+        return error_result(message, "Error: Path is not a directory.", "path_is_not_a_directory")
     return search_abs
 
 

@@ -46,7 +46,7 @@ from actors.common import (
 )
 from bus.messages import ToolResult
 
-from ._base import OutputSink, ToolEnv
+from ._base import OutputSink, ToolEnv, error_result
 from ._discovery import FileDiscovery, readdir_sorted, respect_flags
 from ._fs_errors import NodeFsError
 from ._paths import (
@@ -571,12 +571,6 @@ def _calculate(args: Mapping[str, Any], path: str, env: ToolEnv | None = None) -
     return _Calculated(current, result.new_content, result.occurrences, False, ending, None, result)
 
 
-def _error(message: str, display: str, error_type: str) -> ToolResult:
-    return ToolResult(
-        llm_content=message, return_display=display, error_type=error_type, error_message=message
-    )
-
-
 def _run_edit(args: dict[str, Any], env: ToolEnv) -> ToolResult:
     path = _resolved_or_raw(str(args.get("file_path", "")), env)
     try:
@@ -584,7 +578,7 @@ def _run_edit(args: dict[str, Any], env: ToolEnv) -> ToolResult:
     except NodeFsError as exc:
         problem = exc.message
     if problem is not None:
-        return _error(problem, "Error: Path not in workspace.", "path_not_in_workspace")
+        return error_result(problem, "Error: Path not in workspace.", "path_not_in_workspace")
     try:
         edit = _calculate(args, path, env)
     except NodeFsError as exc:

@@ -51,7 +51,7 @@ from actors.common import (
 )
 from bus.messages import ToolResult
 
-from ._base import FileAccessError, OutputSink, ToolEnv
+from ._base import FileAccessError, OutputSink, ToolEnv, error_result
 from ._fs_errors import NodeFsError, error_message, node_error_code, node_fs_error
 from ._paths import (
     make_dirs,
@@ -545,12 +545,6 @@ def _read_existing(path: str, env: ToolEnv | None = None) -> _Existing:
         return _Existing("", True, (exc.message, exc.code))
 
 
-def _error(message: str, display: str, error_type: str) -> ToolResult:
-    return ToolResult(
-        llm_content=message, return_display=display, error_type=error_type, error_message=message
-    )
-
-
 class WriteFileTool:
     """Gemini CLI's ``write_file`` tool."""
 
@@ -663,7 +657,7 @@ def _run_write(args: dict[str, Any], env: ToolEnv) -> ToolResult:
     except NodeFsError as exc:
         problem = exc.message
     if problem is not None:
-        return _error(problem, "Error: Path not in workspace.", "path_not_in_workspace")
+        return error_result(problem, "Error: Path not in workspace.", "path_not_in_workspace")
 
     content = str(args.get("content", ""))
     existing = _read_existing(path, env)
@@ -674,7 +668,7 @@ def _run_write(args: dict[str, Any], env: ToolEnv) -> ToolResult:
             if code
             else f"Error checking existing file: {text}"
         )
-        return _error(message, message, "file_write_failure")
+        return error_result(message, message, "file_write_failure")
 
     corrected = content
     if node_extname(path).lower() not in (".json", ".ipynb", ".jsonc", ".json5"):
@@ -693,7 +687,7 @@ def _run_write(args: dict[str, Any], env: ToolEnv) -> ToolResult:
         write_text_file(path, final, env)
     except (NodeFsError, OSError) as exc:
         message, error_type = write_error(exc, path)
-        return _error(message, message, error_type)
+        return error_result(message, message, error_type)
 
     file_name = posixpath.basename(path)
     modified_by_user = bool(args.get("modified_by_user"))
