@@ -19,7 +19,7 @@ from __future__ import annotations
 import collections
 import math
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -64,6 +64,7 @@ from ._logic import (
     is_parallelizable,
     schema_error,
 )
+from ._policy_args import shell_always_allow
 from ._policy_messages import confirmation_unsupported_message, tool_not_found_message
 
 
@@ -80,7 +81,12 @@ class PolicyLike(Protocol):
     ) -> PolicyVerdictLike: ...
 
     def add_session_rule(
-        self, tool_name: str, *, command_prefix: str | None = None, args_pattern: str | None = None
+        self,
+        tool_name: str,
+        *,
+        command_prefix: str | Sequence[str] | None = None,
+        args_pattern: str | None = None,
+        allow_redirection: bool | None = None,
     ) -> None: ...
 
 
@@ -608,11 +614,13 @@ class _Batch:
                     await self.cancel_call(queued, "User cancelled operation")
             return
         if outcome in ("proceed_always", "proceed_always_and_save", "proceed_always_tool"):
-            prefix = None
             if call.name == "run_shell_command":
-                command = str(call.args.get("command") or "").strip()
-                prefix = command.split()[0] if command else None
-            self.w.policy.add_session_rule(call.name, command_prefix=prefix)
+                prefixes, redirection = shell_always_allow(str(call.args.get("command") or ""))
+                self.w.policy.add_session_rule(
+                    call.name, command_prefix=prefixes, allow_redirection=redirection
+                )
+            else:
+                self.w.policy.add_session_rule(call.name)
             # Later calls of this wave that the new rule allows need no answer.
             for other in members:
                 if other is not call and other.status == "awaiting_approval":

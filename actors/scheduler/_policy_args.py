@@ -3,7 +3,8 @@
 Gemini CLI matches a rule's ``argsPattern`` (a JavaScript regex) against a stable JSON
 text of the call's arguments (:func:`stable_stringify`: sorted keys, each top-level
 property wrapped in NULs); ``commandPrefix`` and ``commandRegex`` are shorthands that
-become such patterns (:func:`build_args_patterns`). Patterns go through the shared
+become such patterns (:func:`build_args_patterns`); an "always allow" of a shell command
+becomes command prefixes (:func:`shell_always_allow`). Patterns go through the shared
 JavaScript-regex translation (``actors.common.compile_js_regex``).
 """
 
@@ -14,7 +15,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from actors.common import compile_js_regex, js_number
+from actors.common import (
+    command_roots,
+    compile_js_regex,
+    has_redirection,
+    js_number,
+    strip_shell_wrapper,
+)
 
 _JSON_ESCAPES: Final[Mapping[str, str]] = {
     '"': '\\"',
@@ -142,3 +149,13 @@ def param_args_pattern(param: str, value: Any) -> str:
     """
     literal = stable_stringify([value])[1:-1]
     return "\\\\0" + escape_regex(f'"{param}":{literal}') + "\\\\0"
+
+
+def shell_always_allow(command: str) -> tuple[str | list[str], bool | None]:
+    """What an "always allow" of a shell command allows from then on, as Gemini's shell
+    tool says (``getPolicyUpdateOptions``): the command prefixes (each distinct root
+    command of the unwrapped command; the command itself when it has none) and whether
+    they may redirect (when the approved command did)."""
+    stripped = strip_shell_wrapper(command)
+    roots = list(dict.fromkeys(command_roots(stripped)))
+    return (roots or command), (True if has_redirection(stripped) else None)
