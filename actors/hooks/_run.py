@@ -19,9 +19,9 @@ without output.
 
 Differences, on purpose:
 - Timeout: Gemini sends SIGTERM to bash only and "SIGKILL after 5 s" never fires
-  (``child.killed`` is already true). We signal the whole process group: SIGTERM, then
-  SIGKILL after ``kill_grace_s`` (5 s) if the leader is still alive, then a SIGKILL
-  sweep of the group. The result is the same failure, "Hook timed out after Nms".
+  (``child.killed`` is already true). We signal the whole process group and the
+  children that left it (``setsid``), as the shell tool does: SIGTERM, then SIGKILL
+  after ``kill_grace_s`` (5 s) if the leader is still alive, then a SIGKILL sweep. The result is the same failure, "Hook timed out after Nms".
 - Output cap: Gemini buffers everything. We keep at most ``MAX_OUTPUT_BYTES`` (16 MiB)
   per stream and keep draining the rest (so the hook never blocks on a full pipe);
   a hook that exceeds it fails with an error saying so, and its output is not used.
@@ -43,6 +43,7 @@ import trio
 from bus.json_values import freeze
 
 from actors.common import (
+    descendants,
     escape_shell_arg,
     group_has_live_members,
     js_json,
@@ -167,16 +168,19 @@ def parse_hook_output(
 
 
 async def terminate_group(proc: trio.Process, grace: float, *, shield: bool = True) -> None:
-    """SIGTERM the process group, SIGKILL after ``grace`` if the leader lives, then
-    SIGKILL the group anyway (members that ignored SIGTERM) and wait, briefly, until
-    no member is left running. Bounded; shielded unless told otherwise."""
+    """SIGTERM the process group and the leader's descendants that left it, SIGKILL
+    them after ``grace`` if the leader lives, then SIGKILL them anyway (members that
+    ignored SIGTERM) and wait, briefly, until no member is left running. Bounded;
+    shielded unless told otherwise."""
     pgid = proc.pid
     with trio.CancelScope(shield=shield):
+        # While the leader is unreaped its PID is ours, so its process tree is too.
+        children = descendants(pgid) if proc.returncode is None else []
         if proc.returncode is None:
-            signal_group(pgid, signal.SIGTERM)
+            signal_group(pgid, signal.SIGTERM, children)
             with trio.move_on_after(grace):
                 await proc.wait()
-        signal_group(pgid, signal.SIGKILL)
+        signal_group(pgid, signal.SIGKILL, children)
         with trio.move_on_after(_REAP_S):
             if proc.returncode is None:
                 await proc.wait()

@@ -6,8 +6,10 @@ case). No test sleeps: hooks are short, or are killed by the code under test.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ import trio
 
 from actors.hooks import CommandHook, parse_hook_output, run_command_hook
 from actors.hooks._run import expand_command
+from tests.frontends.daemon._procs import ends_within
 
 from ._helpers import ENV, group_alive, py
 
@@ -228,6 +231,19 @@ async def test_cancellation_kills_the_process_group_and_reraises(tmp_path: Path,
             pytest.fail("run_command_hook returned instead of raising Cancelled")
     assert not outer.cancelled_caught
     assert not group_alive(pids.pids[0])
+
+
+async def test_a_timeout_kills_children_that_left_the_process_group(tmp_path: Path) -> None:
+    # setsid takes a child out of the hook's process group; the shell tool killed such
+    # descendants too, the hook runner left them running.
+    result = await run("setsid sleep 30 & echo $! > escaped; sleep 30", tmp_path, timeout_ms=300)
+    assert result.error == "Hook timed out after 300ms"
+    escaped = int((tmp_path / "escaped").read_text())
+    try:
+        assert ends_within(escaped, 10)  # against a hang only: its pidfd says when it ends
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(escaped, signal.SIGKILL)
 
 
 async def test_background_child_holding_stdout_delays_close_until_timeout(tmp_path: Path) -> None:
