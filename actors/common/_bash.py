@@ -23,8 +23,9 @@ module costs nothing.
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Callable
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from typing import TYPE_CHECKING, Final
 
 import attrs
@@ -130,13 +131,19 @@ class _Source:
     def __init__(self, command: str) -> None:
         self.text = command
         self.data = command.encode("utf-8", "surrogatepass")
-        self.ascii = len(self.data) == len(command)
+        self._starts: list[int] | None = None
+        """Each character's byte offset, built on the first ``index`` of a non-ASCII line."""
 
     def slice(self, start: int, end: int) -> str:
         return self.data[start:end].decode("utf-8", "surrogatepass")
 
     def index(self, byte_offset: int) -> int:
-        return byte_offset if self.ascii else len(self.slice(0, byte_offset))
+        if len(self.data) == len(self.text):
+            return byte_offset
+        if self._starts is None:
+            sizes = (len(c.encode("utf-8", "surrogatepass")) for c in self.text)
+            self._starts = list(accumulate(sizes, initial=0))
+        return bisect_left(self._starts, byte_offset)
 
 
 def _unquote_name(raw: str) -> str:
@@ -242,8 +249,7 @@ def has_redirection(command: str) -> bool:
     counts as redirecting."""
     if "<" not in command and ">" not in command:
         return False
-    source = _Source(command)
-    tree = _parse_tree(source.data, PARSE_TIMEOUT_S) if js_trim(command) else None
+    tree = _parse_tree(_Source(command).data, PARSE_TIMEOUT_S)
     if tree is None:
         return True
     return _any_node(tree.root_node, lambda node: node.type in _REDIRECT_NODES)

@@ -129,6 +129,12 @@ def test_positions_count_characters() -> None:
     parsed = parse_command_details("echo é && ls")
     assert parsed is not None
     assert [(d.name, d.start) for d in parsed.details] == [("echo", 0), ("ls", 10)]
+    parsed = parse_command_details("echo 😀 日本 && ls")
+    assert parsed is not None
+    assert [(d.name, d.start, d.text) for d in parsed.details] == [
+        ("echo", 0, "echo 😀 日本"),
+        ("ls", 13, "ls"),
+    ]
 
 
 def test_blank_command_does_not_parse() -> None:
