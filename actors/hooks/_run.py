@@ -40,7 +40,6 @@ from typing import Any, Literal
 
 import attrs
 import trio
-from bus.json_values import freeze
 
 from actors.common import (
     descendants,
@@ -52,6 +51,7 @@ from actors.common import (
     signal_group,
     spawn_error,
 )
+from bus.json_values import freeze
 
 from ._config import CommandHook
 
