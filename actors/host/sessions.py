@@ -23,7 +23,6 @@ Gemini CLI ignores on resume (empty, or starting with ``/``, ``?``,
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import re
 import sys
@@ -42,6 +41,10 @@ from actors.recording import (
     default_data_dir,
     delete_recording,
     iter_recordings,
+    json_object,
+    last_stamp,
+    line_type,
+    lines_forward,
     load_recording,
     recording_path,
     session_in_use,
@@ -155,52 +158,8 @@ def _parts_text(parts: Iterable[Any]) -> str:
 
 
 # -- listing -----------------------------------------------------------------------------------
-SCAN_BLOCK = 1 << 16
-_TAG = re.compile(rb'"type":"([A-Za-z]+)"\}\}\s*$')
-"""An envelope line ends with its message's tag (``bus.codec``'s key order)."""
-_LISTED_TAGS = frozenset({b"OpenSession", b"SubmitPrompt", b"TurnEnded"})
-
-
-def _lines_forward(fh: Any, block: int = SCAN_BLOCK) -> Iterable[bytes]:
-    """The file's complete lines from its start, read a block at a time."""
-    rest = b""
-    while chunk := fh.read(block):
-        rest += chunk
-        *lines, rest = rest.split(b"\n")
-        yield from lines
-    if rest:
-        yield rest
-
-
-def _last_stamp(fh: Any, size: int, block: int = SCAN_BLOCK) -> str | None:
-    """The wall time of the file's last stamped line (an envelope's ``wall``, a meta
-    line's ``started``), read backwards from the end a block at a time."""
-    pos, rest = size, b""
-    while pos > 0:
-        step = min(block, pos)
-        pos -= step
-        fh.seek(pos)
-        rest = fh.read(step) + rest
-        lines = rest.split(b"\n")
-        rest = lines.pop(0) if pos > 0 else b""
-        for line in reversed(lines):
-            data = _json_line(line)
-            if data is None:
-                continue
-            stamp = data.get("started") if data.get("kind") == "meta" else data.get("wall")
-            if isinstance(stamp, str):
-                return stamp
-    return None
-
-
-def _json_line(line: bytes) -> dict[str, Any] | None:
-    if not line.strip():
-        return None
-    try:
-        data = json.loads(line)
-    except ValueError:
-        return None  # a torn line
-    return data if isinstance(data, dict) else None
+_LISTED_TYPES = frozenset({"OpenSession", "SubmitPrompt", "TurnEnded"})
+"""The messages a listing reads; the others it skips by the type their line ends with."""
 
 
 def scan_session(path: Path) -> SessionInfo | None:
@@ -218,7 +177,7 @@ def scan_session(path: Path) -> SessionInfo | None:
             if found is None:
                 return None
             sid, started, workspace, shown = found
-            last = _last_stamp(fh, size)
+            last = last_stamp(fh, size)
     except OSError:
         return None
     return SessionInfo(
@@ -239,17 +198,17 @@ def _scan_head(fh: Any, sid: str) -> tuple[str, str, str, str | None] | None:
     first_user: str | None = None
     fallback_user: str | None = None
     resumable = False
-    for line in _lines_forward(fh):
+    for line in lines_forward(fh):
         if started is not None and workspace is not None and resumable and first_user is not None:
             break
-        tag = _TAG.search(line, max(0, len(line) - 64))
-        if tag is not None and tag.group(1) not in _LISTED_TAGS:
+        kind = line_type(line)
+        if kind is not None and kind not in _LISTED_TYPES:
             if started is None:  # a recording without a meta line starts with its first stamp
-                data = _json_line(line)
+                data = json_object(line)
                 wall = data.get("wall") if data is not None else None
                 started = wall if isinstance(wall, str) else None
             continue
-        data = _json_line(line)
+        data = json_object(line) if line.strip() else None
         if data is None:
             continue
         if data.get("kind") == "meta":

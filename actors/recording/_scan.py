@@ -57,8 +57,9 @@ def lines_forward(fh: BinaryIO, block: int = SCAN_BLOCK) -> Iterator[bytes]:
 def lines_backward(fh: BinaryIO, size: int, *, block: int = SCAN_BLOCK, limit: int | None = None) -> Iterator[bytes]:
     """The first ``size`` bytes' lines from the last back to the first, read a block at
     a time: first what follows the last newline (``b""`` when the file ends with one),
-    then each line without its newline. With ``limit``, only lines that lie wholly within
-    the last ``limit`` bytes. Moves ``fh``."""
+    then each line without its newline. With ``limit``, only the last ``limit`` bytes are
+    read, and only the lines that follow a newline within them (a line the window cuts is
+    left out). Moves ``fh``."""
     floor = 0 if limit is None else max(0, size - limit)
     pos = size
     pending: list[bytes] = []
