@@ -22,7 +22,7 @@ its supervisor's cancel.
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, TypeAlias, assert_never
 
 import attrs
 import trio
@@ -51,6 +51,8 @@ from ._stream_check import (
 )
 
 GATEWAY_ADDRESS = "gateway"
+GatewayInbox: TypeAlias = GenerateRequest | CancelGeneration
+"""What reaches the gateway's address."""
 RETRIED_METHODS = frozenset({"generateContent", "generateContentStream"})
 """Calls the connection layer retries (Gemini CLI does not retry ``countTokens``)."""
 NUDGES = {"THINKING_ONLY_RESPONSE": NUDGE_THINKING_ONLY, "NO_RESPONSE_TEXT": NUDGE_EMPTY}
@@ -89,20 +91,23 @@ class GatewayActor:
                 async with trio.open_nursery() as nursery:
                     task_status.started(port)
                     async for env in port:
-                        match env.message:
+                        msg = env.message
+                        if not isinstance(msg, GatewayInbox):
+                            continue  # no peer is wired to send it anything else
+                        match msg:
                             case GenerateRequest() as req:
                                 flight = _InFlight(req, trio.CancelScope())
                                 self._in_flight[req.request_id] = flight
                                 nursery.start_soon(self._serve, port, flight)
-                            case CancelGeneration(request_id=rid):
+                            case CancelGeneration(request_id=rid, reason=why):
                                 flight_or_none = self._in_flight.get(rid)
                                 if flight_or_none is not None:
-                                    flight_or_none.scope.cancel()
-                            case _:
-                                pass  # not for us: the gateway ignores other messages
+                                    flight_or_none.scope.cancel(reason=f"CancelGeneration: {why}")
+                            case _ as unreachable:
+                                assert_never(unreachable)
                     # Inbox closed: cancel what is still running; each is acknowledged.
                     for flight in self._in_flight.values():
-                        flight.scope.cancel()
+                        flight.scope.cancel(reason="gateway inbox closed")
             finally:
                 port.close()
 

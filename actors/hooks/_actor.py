@@ -22,18 +22,20 @@ from __future__ import annotations
 import datetime
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeAlias, assert_never
 
 import trio
 
 from bus import Bus, DeliveryError, Port
-from bus.messages import CancelHooks, HookRan, HooksFinished, Message, RunHooks
+from bus.messages import CancelHooks, HookRan, HooksFinished, RunHooks
 
 from ._aggregate import aggregate, chain_input
 from ._config import CommandHook, HookConfig
 from ._plan import Plan
 from ._run import KILL_GRACE_S, HookResult, run_command_hook
 
+HooksInbox: TypeAlias = RunHooks | CancelHooks
+"""What reaches the hook runner's address."""
 REPLY_GRACE_S = 2.0
 """Bound on sending a terminal reply from cancelled code."""
 EVENT_TEXT_LIMIT = 256 * 1024
@@ -113,14 +115,15 @@ class HookRunnerActor:
             async with trio.open_nursery() as nursery:
                 task_status.started(port)
                 async for env in port:
-                    self._handle(env.message, port, nursery)
+                    if isinstance(env.message, HooksInbox):  # no peer is wired to send anything else
+                        self._handle(env.message, port, nursery)
                 for request in self._live:
                     request.cancel_reason = request.cancel_reason or "the hook runner stopped"
                     request.scope.cancel(reason="hook runner inbox closed")
         finally:
             port.close()
 
-    def _handle(self, message: Message, port: Port, nursery: trio.Nursery) -> None:
+    def _handle(self, message: HooksInbox, port: Port, nursery: trio.Nursery) -> None:
         match message:
             case RunHooks() as run:
                 request = _Request(run, self.config.plan(run.event, run.target))
@@ -132,8 +135,8 @@ class HookRunnerActor:
                 if found is not None:
                     found.cancel_reason = found.cancel_reason or reason
                     found.scope.cancel(reason=f"CancelHooks: {reason}")
-            case _:
-                pass
+            case _ as unreachable:
+                assert_never(unreachable)
 
     def _base_input(self, run: RunHooks) -> dict[str, Any]:
         base: dict[str, Any] = {

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias, assert_never
 
 import attrs
 import trio
@@ -36,10 +36,10 @@ from bus.messages import (
     GenerateRequest,
     GenerationCancelled,
     LoopVerdict,
-    Message,
     ModelChunk,
     ModelFailed,
     ModelFinished,
+    ModelReply,
     ResetLoopDetection,
     new_id,
 )
@@ -55,6 +55,11 @@ from ._logic import (
     parse_llm_answer,
 )
 from ._prompts import LOOP_CHECK_INSTRUCTION, LOOP_CHECK_SCHEMA, LOOP_CHECK_TASK
+
+LoopsInbox: TypeAlias = (
+    CheckLoop | ResetLoopDetection | ClearLoopDetection | DisableLoopDetection | CancelLoopCheck | ModelReply
+)
+"""What reaches the loop detector's address."""
 
 LOOP_CHECK_MODEL = "gemini-3-flash-preview"
 """Gemini CLI's ``loop-detection`` alias."""
@@ -79,8 +84,8 @@ class _Check:
 
     request: CheckLoop
     scope: trio.CancelScope
-    send: trio.MemorySendChannel[Message]
-    receive: trio.MemoryReceiveChannel[Message]
+    send: trio.MemorySendChannel[ModelReply]
+    receive: trio.MemoryReceiveChannel[ModelReply]
     gateway_request: str | None = None
 
 
@@ -98,6 +103,8 @@ class LoopDetectorActor:
                 task_status.started(port)
                 async for env in port:
                     msg = env.message
+                    if not isinstance(msg, LoopsInbox):
+                        continue  # no peer is wired to send it anything else
                     match msg:
                         case CheckLoop():
                             await self._on_check(port, nursery, msg)
@@ -110,36 +117,37 @@ class LoopDetectorActor:
                             self.core.disable()
                         case CancelLoopCheck():
                             if self._check is not None and self._check.request.request_id == msg.request_id:
-                                self._check.scope.cancel()
+                                self._check.scope.cancel(reason=f"CancelLoopCheck: {msg.reason}")
                         case ModelChunk() | ModelFinished() | ModelFailed() | GenerationCancelled():
                             check = self._check
                             if check is not None and check.gateway_request == msg.request_id:
                                 check.send.send_nowait(msg)
-                        case _:
-                            pass
+                        case _ as unreachable:
+                            assert_never(unreachable)
                 if self._check is not None:
-                    self._check.scope.cancel()
+                    self._check.scope.cancel(reason="loop detector inbox closed")
         finally:
             port.close()
 
     async def _on_check(self, port: Port, nursery: trio.Nursery, msg: CheckLoop) -> None:
         core = self.core
         outcome: Verdict | str
-        if msg.kind == "content":
-            outcome = core.check_content(msg.text)
-        elif msg.kind == "tool_call":
-            outcome = core.check_tool_call(msg.name, thaw(msg.args))
-        elif msg.kind == "turn_started":
-            outcome = core.turn_started()
-        elif msg.kind == "llm_check":
-            if self._check is not None:
-                raise RuntimeError("llm_check while another LLM check runs")
-            send, receive = trio.open_memory_channel[Message](math.inf)
-            self._check = _Check(msg, trio.CancelScope(), send, receive)
-            nursery.start_soon(self._llm_check, port, self._check)
-            return
-        else:
-            outcome = NO_LOOP
+        match msg.kind:
+            case "content":
+                outcome = core.check_content(msg.text)
+            case "tool_call":
+                outcome = core.check_tool_call(msg.name, thaw(msg.args))
+            case "turn_started":
+                outcome = core.turn_started()
+            case "llm_check":
+                if self._check is not None:
+                    raise RuntimeError("llm_check while another LLM check runs")
+                send, receive = trio.open_memory_channel[ModelReply](math.inf)
+                self._check = _Check(msg, trio.CancelScope(), send, receive)
+                nursery.start_soon(self._llm_check, port, self._check)
+                return
+            case _ as unreachable:
+                assert_never(unreachable)
         if outcome == LLM_DUE:
             await self._reply(port, msg, NO_LOOP, check_due=True)
         else:
@@ -207,8 +215,8 @@ class LoopDetectorActor:
                         return parse_llm_answer("".join(text))
                     case ModelFailed() | GenerationCancelled():
                         return None
-                    case _:
-                        pass
+                    case _ as unreachable:
+                        assert_never(unreachable)
         except trio.Cancelled:
             with trio.move_on_after(5, shield=True):
                 try:

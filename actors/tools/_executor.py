@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeAlias, assert_never
 
 import attrs
 import trio
@@ -30,10 +30,10 @@ from bus.messages import (
     FileAccessed,
     GenerateRequest,
     GenerationCancelled,
-    Message,
     ModelChunk,
     ModelFailed,
     ModelFinished,
+    ModelReply,
     ReadTextFile,
     RunTool,
     ToolFinished,
@@ -47,6 +47,9 @@ from bus.planted import planted
 from ._base import FileAccessError, ModelCallError, Tool, ToolEnv
 
 CLOSE_GRACE_S = 2.0
+
+ExecutorInbox: TypeAlias = RunTool | CancelTool | ModelReply | FileAccessed
+"""What reaches an executor's address."""
 
 
 class ExecutorActor:
@@ -66,7 +69,7 @@ class ExecutorActor:
         self.gateway_address = gateway_address
         self.file_access_address = file_access_address
         """The session's file-access client (``ReadTextFile``/``WriteTextFile``), if any."""
-        self._model_replies: dict[str, trio.MemorySendChannel[Message]] = {}
+        self._model_replies: dict[str, trio.MemorySendChannel[ModelReply]] = {}
         self._file_replies: dict[str, trio.MemorySendChannel[FileAccessed]] = {}
         self._port: Port | None = None
         self.env = attrs.evolve(env, model_access=self) if gateway_address else env
@@ -81,7 +84,10 @@ class ExecutorActor:
             async with trio.open_nursery() as nursery:
                 task_status.started(port)
                 async for env in port:
-                    match env.message:
+                    msg = env.message
+                    if not isinstance(msg, ExecutorInbox):
+                        continue  # no peer is wired to send it anything else
+                    match msg:
                         case ModelChunk() | ModelFinished() | ModelFailed() | GenerationCancelled() as reply:
                             waiting = self._model_replies.get(reply.request_id)
                             if waiting is not None:
@@ -94,14 +100,14 @@ class ExecutorActor:
                             scope = trio.CancelScope()
                             self._running[run.call_id] = scope
                             nursery.start_soon(self._call, port, run, scope)
-                        case CancelTool(call_id=call_id):
+                        case CancelTool(call_id=call_id, reason=why):
                             running = self._running.get(call_id)
                             if running is not None:
-                                running.cancel()
-                        case _:
-                            pass
+                                running.cancel(reason=f"CancelTool: {why}")
+                        case _ as unreachable:
+                            assert_never(unreachable)
                 for scope in self._running.values():
-                    scope.cancel()
+                    scope.cancel(reason="executor inbox closed")
         finally:
             port.close()
             if not planted("executor.skip_close"):
@@ -184,7 +190,7 @@ class ExecutorActor:
         assert self._port is not None and self.gateway_address is not None
         request_id = new_id()
         # Unbounded on purpose: the actor's loop must never block routing a reply.
-        send, receive = trio.open_memory_channel[Message](float("inf"))
+        send, receive = trio.open_memory_channel[ModelReply](float("inf"))
         self._model_replies[request_id] = send
         chunks: list[Any] = []
         done = False
@@ -212,9 +218,11 @@ class ExecutorActor:
                     case ModelFailed():
                         done = True
                         raise ModelCallError(reply.error.message, status=reply.error.status)
-                    case _:
+                    case GenerationCancelled():
                         done = True
                         raise ModelCallError("the model request was cancelled")
+                    case _ as unreachable:
+                        assert_never(unreachable)
             raise ModelCallError("the executor stopped")
         finally:
             self._model_replies.pop(request_id, None)

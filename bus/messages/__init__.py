@@ -71,6 +71,7 @@ from .model import (
     ModelChunk,
     ModelFailed,
     ModelFinished,
+    ModelReply,
     ModelRetrying,
 )
 from .session import (
@@ -285,6 +286,7 @@ __all__ = [
     "ModelChunk",
     "ModelFailed",
     "ModelFinished",
+    "ModelReply",
     "ModelRetrying",
     "ModelSelected",
     "NoticeKind",

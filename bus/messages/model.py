@@ -6,6 +6,8 @@ Every ``GenerateRequest`` gets exactly one terminal reply: ``ModelFinished``,
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import attrs
 
 from ._common import JsonValue, frozen_json, json_tuple, text_field
@@ -110,3 +112,7 @@ class GenerationCancelled:
 
     session_id: str
     request_id: str
+
+
+ModelReply: TypeAlias = ModelChunk | ModelFinished | ModelFailed | GenerationCancelled
+"""What the gateway sends a request's ``reply_to``: chunks, then one terminal reply."""
