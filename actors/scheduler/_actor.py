@@ -20,7 +20,7 @@ import collections
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias, assert_never
 
 import attrs
 import trio
@@ -92,6 +92,11 @@ class PolicyLike(Protocol):
 
 DENIED_BY_POLICY = "Tool execution denied by policy."
 
+BatchInbox: TypeAlias = CancelBatch | ApprovalModeChanged | ToolFinished | ApprovalAnswered | HooksFinished
+"""What the actor forwards to the running batch."""
+SchedulerInbox: TypeAlias = ScheduleBatch | BatchInbox
+"""What reaches the scheduler's address."""
+
 
 @attrs.frozen(kw_only=True)
 class SchedulerWiring:
@@ -157,6 +162,8 @@ class SchedulerActor:
                 task_status.started(port)
                 async for env in port:
                     msg = env.message
+                    if not isinstance(msg, SchedulerInbox):
+                        continue  # no peer is wired to send it anything else
                     match msg:
                         case ScheduleBatch():
                             if self._mode is not None:
@@ -179,8 +186,8 @@ class SchedulerActor:
                         case ToolFinished() | ApprovalAnswered() | HooksFinished():
                             if self._batch is not None:
                                 await self._batch.inbox_send.send(msg)
-                        case _:
-                            pass
+                        case _ as unreachable:
+                            assert_never(unreachable)
                 # Inbox closed: cancel what runs, drop the queue (acknowledging each).
                 for queued in list(self._queue):
                     await self._cancel(
@@ -255,12 +262,12 @@ class _Batch:
         self.batch = batch
         self.sid = batch.session_id
         # Unbounded: the actor's loop must never block routing a reply to a batch.
-        self.inbox_send, self.inbox = trio.open_memory_channel[Message](math.inf)
+        self.inbox_send, self.inbox = trio.open_memory_channel[BatchInbox](math.inf)
         # update_topic calls go first (stable), as in Gemini CLI.
         ordered = sorted(batch.calls, key=lambda c: 0 if c.name == "update_topic" else 1)
         self.calls = [_Call(req, i, args=thaw(req.args), name=req.name) for i, req in enumerate(ordered)]
         self.cancel_reason: str | None = None
-        self.deferred: collections.deque[Message] = collections.deque()
+        self.deferred: collections.deque[BatchInbox] = collections.deque()
         """Replies that arrived while the batch waited for something else (hooks)."""
 
     async def update(self, call: _Call, status: ToolCallStatus, detail: str = "") -> None:
@@ -366,8 +373,13 @@ class _Batch:
                         self.cancel_reason = msg.reason
                 case ApprovalAnswered():
                     await self._late_answer(msg)
-                case _:
+                case ApprovalModeChanged() | ToolFinished() | HooksFinished():
+                    # Nothing waits for them: the mode is already the batch's (the
+                    # actor set it) and no call waits for an approval; no call of this
+                    # batch runs; a cancelled hooks request's late answer.
                     pass
+                case _ as unreachable:
+                    assert_never(unreachable)
 
     async def settle(self) -> None:
         results = tuple(c.result for c in self.calls if c.result is not None)
@@ -418,8 +430,10 @@ class _Batch:
                     for call in members:
                         if call.status == "awaiting_approval":
                             await self.cancel_call(call, "Operation cancelled")
-                case _:
-                    pass
+                case ToolFinished() | HooksFinished():
+                    pass  # no call of this wave runs yet; a cancelled hooks request's late answer
+                case _ as unreachable:
+                    assert_never(unreachable)
         # 2. Execution starts once every call of the wave is scheduled or terminal.
         scheduled = [c for c in members if c.status == "scheduled"]
         if not scheduled:
@@ -470,13 +484,18 @@ class _Batch:
                             )
                 case ApprovalAnswered():
                     await self._late_answer(msg)
-                case _:
+                case ApprovalModeChanged() | HooksFinished():
+                    # No call waits for an approval while the wave runs (the batch's
+                    # mode, which the actor set, decides its later waves); a cancelled
+                    # hooks request's late answer.
                     pass
+                case _ as unreachable:
+                    assert_never(unreachable)
         # 3. Tail calls asked by AfterTool hooks run next, before later waves.
         for tail in reversed(tails):
             pending.appendleft(tail)
 
-    async def _next(self) -> Message:
+    async def _next(self) -> BatchInbox:
         if self.deferred:
             return self.deferred.popleft()
         return await self.inbox.receive()
@@ -492,7 +511,7 @@ class _Batch:
             RunHooks(session_id=self.sid, request_id=rid, reply_to=self.w.address, event=event, target=target, input=data),
             to=address,
         )
-        held: list[Message] = []
+        held: list[BatchInbox] = []
         try:
             while True:
                 msg = await self._next()
@@ -573,6 +592,11 @@ class _Batch:
                     "details": details,
                 },
             )
+            if self.cancel_reason is not None:
+                # The batch was cancelled while the hook ran (that wait took the
+                # CancelBatch): nobody is to be asked any more.
+                await self.cancel_call(call, "Operation cancelled")
+                return
             call.correlation_id = new_id()
             await self.update(call, "awaiting_approval")
             await self.port.publish(

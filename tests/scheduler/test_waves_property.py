@@ -27,6 +27,9 @@ from bus.messages import (
     BatchCancelAcknowledged,
     BatchSettled,
     CancelBatch,
+    CancelHooks,
+    HooksFinished,
+    RunHooks,
     ScheduleBatch,
     ToolCallRequest,
     ToolResult,
@@ -288,3 +291,70 @@ async def test_rejecting_an_approval_cancels_later_waves(autojump_clock: trio.ab
 )
 def test_plan_waves_follows_gemini_cli(calls: list[tuple[str, dict[str, Any]]], expected: list[list[int]]) -> None:
     assert plan_waves(calls) == expected
+
+
+async def test_a_cancel_while_the_permission_notification_hook_runs_asks_nobody(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A batch cancelled while its call's ``Notification`` (ToolPermission) hook runs
+    settles the call as cancelled and acknowledges; it used to ask for the approval
+    anyway and wait for an answer nobody would give (the cancel had been consumed)."""
+    bus = Bus()
+    log = Log()
+    tools = {n: SleepTool(n, log) for n in TOOL_NAMES}
+    env = ToolEnv(workspace=Path("/"), project_temp_dir=Path("/tmp"))
+    specs_map = {
+        n: ToolSpec(name=n, display_name="Sleep", kind="edit", schema={"type": "object"}, executor="exec")
+        for n in TOOL_NAMES
+    }
+    wiring = SchedulerWiring(
+        session_id=SID,
+        address="sched",
+        tools=specs_map,
+        policy=ScriptedPolicy(frozenset({"c0"})),
+        hooks_address="hooks",
+        has_hooks=lambda event, target: event == "Notification",
+    )
+    published: list[object] = []
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(ExecutorActor(bus, address="exec", tools=tools, env=env).run)
+            await nursery.start(SchedulerActor(bus, wiring).run)
+            hooks = bus.connect("hooks")
+            turn = bus.connect("turn")
+
+            async def watch() -> None:
+                async for env_ in bus.subscribe(SID, "watch"):
+                    published.append(env_.message)
+
+            async def hook_runner() -> None:
+                run = (await hooks.receive()).message
+                assert isinstance(run, RunHooks) and run.event == "Notification"
+                await turn.send(CancelBatch(session_id=SID, batch_id="b", reason="user cancelled"), to="sched")
+                cancel = (await hooks.receive()).message
+                assert isinstance(cancel, CancelHooks) and cancel.request_id == run.request_id
+                await hooks.send(
+                    HooksFinished(session_id=SID, request_id=run.request_id, event="Notification", cancelled=True),
+                    to="sched",
+                )
+
+            nursery.start_soon(watch)
+            nursery.start_soon(hook_runner)
+            await turn.send(
+                ScheduleBatch(
+                    session_id=SID,
+                    batch_id="b",
+                    reply_to="turn",
+                    approval_mode="default",
+                    calls=tuple(build_calls([{"name": "write_file", "d": 1, "fail": False, "wait": None}])),
+                    interactive=True,
+                ),
+                to="sched",
+            )
+            settled = (await turn.receive()).message
+            acknowledged = (await turn.receive()).message
+            nursery.cancel_scope.cancel(reason="test done")
+    assert isinstance(settled, BatchSettled) and [c.status for c in settled.calls] == ["cancelled"]
+    assert isinstance(acknowledged, BatchCancelAcknowledged)
+    assert not any(isinstance(m, ApprovalRequested) for m in published)
+    assert log.runs == {}
