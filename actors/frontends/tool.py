@@ -287,7 +287,7 @@ async def run_tool(run: ToolRun) -> CompletedCall:
                     break
             await client.send(CloseSession(session_id=sid, reason="tool call finished"), to=addrs.session)
         # The session's actors have stopped (the recording is complete).
-        watch.cancel()
+        watch.cancel(reason="the tool call finished")
         client.close()
         bus.disconnect(GATEWAY_ADDRESS)
     assert settled is not None and settled.calls

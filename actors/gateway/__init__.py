@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from ._actor import GATEWAY_ADDRESS, GatewayActor
 from ._backend import Backend, BackendError, ChunkSink, open_backend
-from ._fake import FakeResponsesBackend, FakeResponsesError, load_fake_responses, request_dump
+from ._errors import http_error, parse_google_error
+from ._fake import FakeEntry, FakeResponsesBackend, FakeResponsesError, load_fake_responses, request_dump
 from ._recording import RecordingBackend, record_line
 from ._retry import ConnectBackoff, RetryPolicy, retry_notice
 
 if TYPE_CHECKING:
-    from ._genai import GenaiBackend
+    from ._genai import GenaiBackend, GenaiSettings
 
 OVER_HTTP_ENV = "AGENTBUS_FAKE_RESPONSES_OVER_HTTP"
 """Set to ``1``: a fake-responses file is served by the fake Gemini server (in this
@@ -100,15 +101,20 @@ def over_http_requested(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def __getattr__(name: str) -> Any:
-    if name == "GenaiBackend":
-        from ._genai import GenaiBackend
+    """The live backend's classes, loaded (with google-genai) on first use."""
+    if name in ("GenaiBackend", "GenaiSettings"):
+        from . import _genai
 
-        return GenaiBackend
+        return getattr(_genai, name)
     raise AttributeError(name)
 
 
 __all__ = [
     "retry_notice",
+    "http_error",
+    "parse_google_error",
+    "FakeEntry",
+    "GenaiSettings",
     "AUTH_ENV",
     "auth_environment",
     "live_backend",

@@ -206,7 +206,7 @@ class Subagents:
                             if child is not None and not done.is_set():
                                 await _close(child)
                                 await done.wait()
-                        scope.cancel()
+                        scope.cancel(reason="the subagent call ended")
         finally:
             self.bus.unsubscribe(sub)
             port.close()

@@ -15,12 +15,15 @@ if TYPE_CHECKING:
         COMPLETE_TASK,
         DEFAULT_MAX_DEPTH,
         AgentDefinition,
+        AgentLoadError,
         AgentRegistry,
         acknowledge,
         agent_tool_names,
         load_registry,
+        parse_agent_markdown,
+        template,
     )
-    from ._agents import REJECTED_MESSAGE, CompleteTaskTool
+    from ._agents import REJECTED_MESSAGE, CompleteTaskTool, InvokeAgentTool, final_warning
     from ._discovery import FileDiscovery, respect_flags
     from ._fs_errors import NodeFsError
     from ._glob import GlobTool, escape_glob, glob_files
@@ -32,8 +35,8 @@ if TYPE_CHECKING:
         validate_path_string,
     )
     from ._read_file import detect_file_type, process_single_file_content
-    from ._replace import calculate_replacement
-    from ._write_file import plans_dir
+    from ._replace import EditTool, calculate_replacement
+    from ._write_file import WriteFileTool, plans_dir
 
 # What the host and the front ends use of the tools' machinery (subagent definitions,
 # the ``@``-reference expansion, diffs, plan files), loaded on first use.
@@ -44,6 +47,13 @@ __getattr__ = lazy_exports(
         "DEFAULT_MAX_DEPTH": "._agent_defs",
         "AgentDefinition": "._agent_defs",
         "AgentRegistry": "._agent_defs",
+        "AgentLoadError": "._agent_defs",
+        "parse_agent_markdown": "._agent_defs",
+        "template": "._agent_defs",
+        "InvokeAgentTool": "._agents",
+        "final_warning": "._agents",
+        "EditTool": "._replace",
+        "WriteFileTool": "._write_file",
         "acknowledge": "._agent_defs",
         "agent_tool_names": "._agent_defs",
         "load_registry": "._agent_defs",
@@ -177,6 +187,13 @@ def builtin_tools(
 
 
 __all__ = [
+    "AgentLoadError",
+    "EditTool",
+    "InvokeAgentTool",
+    "WriteFileTool",
+    "final_warning",
+    "parse_agent_markdown",
+    "template",
     "COMPLETE_TASK",
     "DEFAULT_MAX_DEPTH",
     "REJECTED_MESSAGE",

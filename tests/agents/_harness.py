@@ -19,14 +19,11 @@ from typing import Any
 import attrs
 import trio
 
-from actors.gateway import GatewayActor
-from actors.gateway._backend import BackendError
+from actors.gateway import BackendError, GatewayActor
 from actors.host import runtime
 from actors.host.setup import request_config_for
 from actors.host.subagents import subagents_factory
-from actors.tools import ToolEnv, executor_kind
-from actors.tools._agent_defs import AgentDefinition, AgentRegistry
-from actors.tools._agents import InvokeAgentTool
+from actors.tools import AgentDefinition, AgentRegistry, InvokeAgentTool, ToolEnv, executor_kind
 from bus import ALL_SESSIONS, Bus
 from bus.json_values import thaw
 from bus.messages import (

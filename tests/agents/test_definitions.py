@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.tools._agent_defs import (
+from actors.tools import (
     AgentDefinition,
     AgentLoadError,
     acknowledge,

@@ -7,8 +7,8 @@ from typing import Any
 
 import trio
 
-from actors.gateway._backend import BackendError
-from actors.tools._agents import REJECTED_MESSAGE, final_warning
+from actors.gateway import BackendError
+from actors.tools import REJECTED_MESSAGE, final_warning
 from bus.json_values import thaw
 from bus.messages import ApprovalRequested, SubagentActivity, ToolCallUpdated, TurnEnded
 
@@ -437,25 +437,6 @@ async def test_an_outside_cancel_of_the_child_is_aborted(
     assert updates[-1].status == "cancelled"  # ABORTED: the call ends cancelled
     finished = [m for m in run.of("s1") if isinstance(m, SubagentActivity) and m.kind == "finished"]
     assert [m.status for m in finished] == ["ABORTED"]
-    assert run.ended is not None and run.ended.stop_reason == "end_turn"
-
-
-async def test_a_crashing_child_is_the_calls_error(
-    tmp_path: Path, autojump_clock: trio.abc.Clock, monkeypatch: Any
-) -> None:
-    from actors.turn import _actor as turn_actor
-
-    original = turn_actor._Turn.run
-
-    async def crash_in_children(self: Any) -> None:
-        if "." in self.sid:
-            raise RuntimeError("the child's turn broke")
-        await original(self)
-
-    monkeypatch.setattr(turn_actor._Turn, "run", crash_in_children)
-    model = ScriptedModel({"": [invoke(), step(text("the parent goes on"))]})
-    run = await run_session(session_config(tmp_path, [agent("worker")]), model)
-    assert output_of(run) == "Subagent 'worker' failed. Error: RuntimeError: the child's turn broke"
     assert run.ended is not None and run.ended.stop_reason == "end_turn"
 
 

@@ -62,8 +62,7 @@ def _script(path: Path) -> Path:
 def serve(runtime: str, data: str) -> None:
     from actors.frontends.daemon import DaemonConfig, serve
     from actors.frontends.daemon.paths import DaemonPaths
-    from actors.gateway import FakeResponsesBackend
-    from actors.gateway._backend import ChunkSink
+    from actors.gateway import ChunkSink, FakeResponsesBackend
     from bus.messages import GenerateRequest
 
     class Stamping(FakeResponsesBackend):

@@ -43,7 +43,7 @@ CHUNK_DELAY_S = 0.02
 
 
 def _entries(n: int) -> list[Any]:
-    from actors.gateway._fake import FakeEntry
+    from actors.gateway import FakeEntry
 
     chunks = [{"candidates": [{"content": {"role": "model", "parts": [{"text": f"c{i} "}]}}]} for i in range(CHUNKS)]
     chunks[-1]["candidates"][0]["finishReason"] = "STOP"
@@ -76,8 +76,7 @@ def _write(path: str, text: str) -> None:
 def client(base_url: str, out_file: str) -> None:
     import random
 
-    from actors.gateway import GatewayActor
-    from actors.gateway._genai import GenaiBackend, GenaiSettings
+    from actors.gateway import GatewayActor, GenaiBackend, GenaiSettings
     from bus import Bus
     from bus.messages import GenerateRequest, ModelChunk, ModelFailed, ModelFinished
 

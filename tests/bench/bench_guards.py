@@ -12,8 +12,7 @@ from typing import Any
 
 import trio
 
-from actors.gateway import FakeResponsesBackend, GatewayActor
-from actors.gateway._fake import FakeEntry
+from actors.gateway import FakeEntry, FakeResponsesBackend, GatewayActor
 from actors.loops import LoopDetector, LoopDetectorActor, LoopWiring
 from actors.recorder import RecorderActor
 from bus import Bus

@@ -13,8 +13,7 @@ import trio
 
 from actors.host import runtime
 from actors.scheduler import PolicyEngine
-from actors.tools import builtin_tools, executor_kind
-from actors.tools._base import ToolEnv
+from actors.tools import ToolEnv, builtin_tools, executor_kind
 from bus import Bus
 from bus.messages import (
     BatchSettled,

@@ -396,7 +396,7 @@ CHUNK_S = 0.025
 
 
 async def _latencies(cli: Cli, ws: Path) -> list[float]:
-    from actors.gateway._fake import FakeEntry
+    from actors.gateway import FakeEntry
     from tests.fakes.gemini_server import FakeGeminiServer
 
     chunks = [

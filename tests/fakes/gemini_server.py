@@ -41,8 +41,7 @@ from urllib.parse import unquote, urlsplit
 import attrs
 import trio
 
-from actors.gateway import BackendError, FakeResponsesBackend, load_fake_responses
-from actors.gateway._fake import FakeEntry
+from actors.gateway import BackendError, FakeEntry, FakeResponsesBackend, load_fake_responses
 from bus.messages import GenerateRequest
 
 FAKE_RESPONSES_REASON = "FAKE_RESPONSES"

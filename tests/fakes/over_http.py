@@ -17,8 +17,7 @@ from typing import Any
 
 import trio
 
-from actors.gateway import BackendError, ChunkSink, RetryPolicy
-from actors.gateway._genai import GenaiBackend, GenaiSettings
+from actors.gateway import BackendError, ChunkSink, GenaiBackend, GenaiSettings, RetryPolicy
 from bus.messages import GenerateRequest
 
 from .gemini_server import FAKE_RESPONSES_REASON, FakeGeminiServer

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import trio
 
-from actors.frontends.acp._session import AcpOptions
+from actors.frontends.acp import AcpOptions
 from actors.host import at_command
 from tests.frontends.acp._client import connected
 from tests.frontends.daemon._helpers import (  # noqa: F401

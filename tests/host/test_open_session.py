@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import trio
 
-from actors.frontends.acp._session import AcpOptions
+from actors.frontends.acp import AcpOptions
 from actors.recording import load_recording, recording_path
 from bus.codec import to_plain
 from tests.frontends.acp._client import connected

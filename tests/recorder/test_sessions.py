@@ -15,7 +15,7 @@ from actors.host.sessions import (
     history_problems,
     js_parse_int,
 )
-from actors.turn._logic import INTERRUPTED_RESPONSE_PLACEHOLDER
+from actors.turn import INTERRUPTED_RESPONSE_PLACEHOLDER
 from bus.messages import (
     BatchSettled,
     CompletedCall,

@@ -12,9 +12,7 @@ import attrs
 
 from actors.host import runtime
 from actors.scheduler import ToolSpec
-from actors.tools._base import ToolEnv
-from actors.tools._replace import EditTool
-from actors.tools._write_file import WriteFileTool
+from actors.tools import EditTool, ToolEnv, WriteFileTool
 from tests.system.test_text_turn import session_config
 
 PLAN_REFUSAL = "Access denied: plan path"

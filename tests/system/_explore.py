@@ -48,8 +48,7 @@ from actors.gateway import BackendError, GatewayActor
 from actors.host import runtime
 from actors.recording import Recording, RecordingCursor, load_recording
 from actors.scheduler import plan_waves
-from actors.tools import ToolEnv
-from actors.tools._base import OutputSink
+from actors.tools import OutputSink, ToolEnv
 from bus import Bus, DeliveryError, Envelope, Port
 from bus.json_values import thaw
 from bus.messages import (

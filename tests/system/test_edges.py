@@ -34,15 +34,14 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from actors.frontends import tool as _tool
-from actors.gateway import BackendError, GatewayActor
-from actors.gateway._errors import http_error, parse_google_error
+from actors.gateway import BackendError, GatewayActor, http_error, parse_google_error
 from actors.host import runtime
 from actors.host.context import session_context
-from actors.loops._logic import parse_llm_answer
+from actors.loops import parse_llm_answer
 from actors.recording import load_recording
 from actors.tools import ToolEnv, builtin_tools
-from actors.turn._logic import parse_classifier_choice
-from actors.turn._next_speaker import parse_answer as parse_next_speaker
+from actors.turn import parse_classifier_choice
+from actors.turn import parse_next_speaker_answer as parse_next_speaker
 from bus import Bus, Envelope
 from bus.json_values import well_formed
 from bus.messages import (

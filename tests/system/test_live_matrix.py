@@ -38,7 +38,7 @@ import trio
 
 from actors.frontends.daemon.client import open_client
 from actors.frontends.daemon.paths import DaemonPaths
-from actors.gateway._fake import FakeEntry
+from actors.gateway import FakeEntry
 from bus import Envelope
 from bus.messages import ApprovalRequested, BatchSettled, TextStreamed, TurnEnded
 from tests.fakes.gemini_server import FakeGeminiServer, Fault, RecordedRequest

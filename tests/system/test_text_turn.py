@@ -9,8 +9,7 @@ from typing import Any
 
 import trio
 
-from actors.gateway import FakeResponsesBackend, GatewayActor
-from actors.gateway._fake import FakeEntry
+from actors.gateway import FakeEntry, FakeResponsesBackend, GatewayActor
 from actors.host import runtime
 from actors.recording import load_recording
 from actors.tools import ToolEnv

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.frontends.headless._headless import prepare
+from actors.frontends.headless import prepare
 from actors.host.args import HeadlessArgs
 from actors.tools import REGISTRY_ORDER, builtin_tools
 

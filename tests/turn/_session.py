@@ -10,8 +10,7 @@ from typing import Any
 import attrs
 import trio
 
-from actors.gateway import FakeResponsesBackend, GatewayActor
-from actors.gateway._fake import FakeEntry
+from actors.gateway import FakeEntry, FakeResponsesBackend, GatewayActor
 from actors.host import runtime
 from bus import Bus
 from bus.messages import CloseSession, GenerateRequest, SessionClosed, SubmitPrompt, TurnEnded

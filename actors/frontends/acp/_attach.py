@@ -184,7 +184,7 @@ class AttachedSession(AcpSession):
                     Started(approval_mode=summary.approval_mode, model=summary.model, replay=tuple(replay))
                 )
                 await self._closed.wait()
-                helpers.cancel_scope.cancel()
+                helpers.cancel_scope.cancel(reason="the attached ACP session closed")
         finally:
             self._closed.set()
             self._fail_waiters()

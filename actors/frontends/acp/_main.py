@@ -174,4 +174,4 @@ async def serve_stdio(options: Any, caps: _protocol.ClientCapabilities | None, l
 
         nursery.start_soon(watch_signals)
         await server.run()
-        nursery.cancel_scope.cancel()
+        nursery.cancel_scope.cancel(reason="agentbus acp finished: stop watching signals")

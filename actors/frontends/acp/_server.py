@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 import trio
 
+from actors.frontends.acp._bus_session import BusSession
 from actors.frontends.acp._protocol import (
     AUTH_METHOD_IDS,
     ClientCapabilities,
@@ -58,7 +59,7 @@ from actors.frontends.acp._rpc import (
     request_frame,
     result_frame,
 )
-from actors.frontends.acp._session import CLOSE_GRACE_S, AcpOptions, AcpSession, BusSession, Waiter
+from actors.frontends.acp._session import CLOSE_GRACE_S, AcpOptions, AcpSession, Waiter
 from actors.host.errors import FatalError, cause_of, error_text
 from actors.recording import RecorderError
 from bus import Bus
@@ -138,12 +139,12 @@ class AcpServer:
             finally:
                 with trio.move_on_after(CLOSE_GRACE_S + 1, shield=True):
                     await self._shut_down()
-                nursery.cancel_scope.cancel()
+                nursery.cancel_scope.cancel(reason="the ACP connection ended")
 
     def shutdown(self, reason: str = "agentbus acp stopped") -> None:
         """Stop reading; sessions are closed as at end of input."""
         self._close_reason = reason
-        self._read_scope.cancel()
+        self._read_scope.cancel(reason=reason)
 
     async def _shut_down(self) -> None:
         async with trio.open_nursery() as nursery:

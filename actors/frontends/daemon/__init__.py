@@ -40,6 +40,7 @@ import trio
 
 from actors.frontends.daemon._connection import ConnectionActor, Limits
 from actors.frontends.daemon._core import DaemonCore, RequestError
+from actors.frontends.daemon._protocol import MAX_FRAME
 from actors.frontends.daemon._server import Daemon, DaemonConfig, serve
 from actors.frontends.daemon._tcp import (
     DEFAULT_HOST,
@@ -295,6 +296,7 @@ def _stop(paths: DaemonPaths) -> int:
 
 
 __all__ = [
+    "MAX_FRAME",
     "ConnectionActor",
     "Daemon",
     "DaemonConfig",

@@ -252,7 +252,7 @@ class _SignalWatch:
         self.scope = trio.CancelScope()
 
     def stop(self) -> None:
-        self.scope.cancel()
+        self.scope.cancel(reason="the headless run ended: no more signals to watch")
 
     async def run(self) -> None:
         with self.scope, trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

@@ -4,13 +4,14 @@ See ``_cli`` for the command, ``_run`` for how a recording is re-driven, ``_gate
 how the recorded order is enforced, and ``_normalise`` for what ``--check`` compares.
 """
 
-from actors.frontends.replay._cli import ReplayInputError, main, replay_file, sniff
+from actors.frontends.replay._cli import ReplayInputError, build_parser, main, replay_file, sniff
 from actors.frontends.replay._normalise import ID_FIELDS, TIMING_FIELDS, IdLabels, normalise
 from actors.frontends.replay._run import Divergence, ReplayOptions, ReplayResult, replay_recording
 
 __all__ = [
     "ID_FIELDS",
     "TIMING_FIELDS",
+    "build_parser",
     "Divergence",
     "IdLabels",
     "ReplayInputError",

@@ -243,7 +243,7 @@ async def _replay_segment(
             result.compared += 1
             if want != got and result.divergence is None:
                 result.divergence = Divergence("differs", index, recorded, want, [got])
-                scope.cancel()
+                scope.cancel(reason="the replay diverged from the recording")
 
     gate = GatedBus(
         expected,
@@ -352,7 +352,7 @@ async def _replay_segment(
                 plain = translate(to_plain(rec.env.message), gate.recorded_ids, gate.replayed_ids)
                 message = from_plain(plain)
                 await gate.send(message, sender=address, to=rec.env.recipient)
-            inner.cancel_scope.cancel()
+            inner.cancel_scope.cancel(reason="the recorded sender has sent everything")
 
     async def watchdog() -> None:
         while True:
@@ -370,7 +370,7 @@ async def _replay_segment(
                     for p in gate.pending
                 ]
                 result.divergence = Divergence("stalled", gate.cursor, nxt, want, waiting)
-                scope.cancel()
+                scope.cancel(reason="the replay stalled")
                 return
 
     view_sub = gate.subscribe(sid, "replay-view", capacity=1_000_000) if options.view is not None else None
@@ -402,7 +402,7 @@ async def _replay_segment(
             await gate.finished.wait()
             if segment.closed:
                 await done.wait()
-            nursery.cancel_scope.cancel()
+            nursery.cancel_scope.cancel(reason="the replayed segment is over")
     if view_sub is not None:
         # Show what was delivered before the end.
         while True:

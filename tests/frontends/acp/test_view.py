@@ -20,8 +20,7 @@ from actors.frontends.acp._view import (
     collapse_replay,
     stop_reason,
 )
-from actors.tools import builtin_tools
-from actors.tools._base import ToolEnv
+from actors.tools import ToolEnv, builtin_tools
 from bus.messages import (
     ApprovalRequested,
     GenerateRequest,

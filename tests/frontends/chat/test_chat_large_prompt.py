@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from actors.frontends.daemon._protocol import MAX_FRAME
+from actors.frontends.daemon import MAX_FRAME
 from tests.frontends.daemon._helpers import text_response, write_responses
 from tests.frontends.daemon._procs import agentbus, piped_chat
 

@@ -21,8 +21,7 @@ import trio
 from actors.frontends.daemon import Daemon, serve
 from actors.frontends.daemon._backends import SessionBackends
 from actors.frontends.daemon.client import DaemonError
-from actors.gateway import Backend, BackendError, live_backend
-from actors.gateway._fake import FakeEntry
+from actors.gateway import Backend, BackendError, FakeEntry, live_backend
 from bus.messages import GenerateRequest, ModelFailed, TextStreamed, TurnEnded
 from tests.fakes.gemini_server import FakeGeminiServer, Fault
 from tests.frontends.daemon._helpers import client_of, config_for, events_until, text_response

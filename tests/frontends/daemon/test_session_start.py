@@ -15,7 +15,7 @@ from typing import Any
 
 import trio
 
-from actors.frontends.acp._session import AcpOptions
+from actors.frontends.acp import AcpOptions
 from actors.recording import load_recording, recording_path
 from bus.json_values import thaw
 from bus.messages import GenerateRequest

@@ -20,7 +20,7 @@ import pytest
 import trio
 import trio.lowlevel
 
-from actors.frontends.acp._session import AcpOptions
+from actors.frontends.acp import AcpOptions
 from actors.frontends.daemon import TcpConfigError, TcpListen, serve
 from actors.frontends.daemon._tcp import (
     all_loopback,

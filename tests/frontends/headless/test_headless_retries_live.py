@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import trio
 
-from actors.gateway._fake import FakeEntry
+from actors.gateway import FakeEntry
 from tests.fakes.gemini_server import FakeGeminiServer, Fault, error_info, retry_info
 from tests.gateway.test_headless_live import AGENTBUS, Run, agentbus
 from tests.gateway.test_live_faults import stream

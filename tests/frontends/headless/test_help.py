@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from actors.frontends import SUBCOMMANDS
-from actors.frontends.acp._main import build_parser as acp_parser
+from actors.frontends.acp import build_parser as acp_parser
 from actors.frontends.agents import build_parser as agents_parser
 from actors.frontends.chat import _parser as chat_parser
 from actors.frontends.daemon import _parser as daemon_parser
-from actors.frontends.replay._cli import build_parser as replay_parser
+from actors.frontends.replay import build_parser as replay_parser
 from actors.frontends.tool import build_parser as tool_parser
 from actors.host.args import build_parser as headless_parser
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from actors.frontends.headless._output import HeadlessPrinter
 from actors.frontends.headless._retried_text import RetriedText
-from actors.gateway._retry import retry_notice
+from actors.gateway import retry_notice
 from bus.messages import (
     GenerateRequest,
     Message,

@@ -10,11 +10,9 @@ from typing import Any
 import attrs
 import trio
 
-from actors.gateway import FakeResponsesBackend, GatewayActor
-from actors.gateway._fake import FakeEntry
+from actors.gateway import FakeEntry, FakeResponsesBackend, GatewayActor
 from actors.host import runtime
-from actors.tools import ToolEnv
-from actors.tools._base import OutputSink
+from actors.tools import OutputSink, ToolEnv
 from bus import Bus
 from bus.messages import (
     ApprovalAnswered,

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from actors.frontends.replay import ReplayOptions, replay_recording
-from actors.gateway._fake import FakeEntry
+from actors.gateway import FakeEntry
 from actors.recording import load_recording
 
 from ._session import TOOLS, ClientScript, calls_entry, executor_of, run_session, text_entry
