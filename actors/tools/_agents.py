@@ -33,7 +33,7 @@ import functools
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, assert_never
 
 import attrs
 import trio
@@ -441,8 +441,19 @@ class _AgentRun:
                 return NO_COMPLETE, ""
             case "max_session_turns":
                 return MAX_TURNS, ""
-            case _:
+            case (
+                "error"
+                | "invalid_stream"
+                | "loop_detected"
+                | "stop_execution"
+                | "agent_stopped"
+                | "agent_blocked"
+                | "context_window_overflow"
+                | "turn_limit"
+            ):
                 return ERROR, ended.error or f"the subagent's turn ended: {ended.stop_reason}"
+            case _ as unreachable:
+                assert_never(unreachable)
 
     async def _recover(self, child: ChildSession, reason: str) -> str | None:
         await self._activity(
