@@ -26,14 +26,14 @@ from actors.session import SessionActor, SessionWiring
 from actors.tools import ExecutorActor, Tool, ToolEnv, plans_dir
 from actors.turn import TurnActor, TurnWiring
 from bus import Bus, DeliveryError, Port
-from bus.messages import ApprovalModeChanged, ConfigureSession, OpenSession
+from bus.messages import ApprovalMode, ApprovalModeChanged, ConfigureSession, OpenSession
 
 
 @attrs.frozen(kw_only=True)
 class SessionConfig:
     session_id: str
     model: str
-    approval_mode: str
+    approval_mode: ApprovalMode
     env: ToolEnv
     tools: Mapping[str, Tool]
     """The registry: tools the model may call, by name, in registry order."""
@@ -132,7 +132,7 @@ def addresses_for(
 
 
 async def change_mode_mid_turn(
-    port: Port, bus: Bus, session_id: str, approval_mode: str, *, new_id: Callable[[], str]
+    port: Port, bus: Bus, session_id: str, approval_mode: ApprovalMode, *, new_id: Callable[[], str]
 ) -> None:
     """The rest of an approval-mode change made while ``session_id`` runs a turn (its
     own ``ConfigureSession`` is the caller's, for its next turns), as Gemini CLI: the
