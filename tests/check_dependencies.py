@@ -165,6 +165,38 @@ def check_tree() -> list[str]:
     return problems
 
 
+def tested_package(path: Path) -> str | None:
+    """The package a test module mirrors: ``tests/frontends/acp/…`` -> ``actors.frontends.acp``,
+    ``tests/bus/…`` -> ``bus``; None for tests of the whole (``tests/system``, ``bench``…)."""
+    dirs = path.relative_to(ROOT / "tests").parts[:-1]
+    for n in range(len(dirs), 0, -1):
+        dotted = ".".join(dirs[:n])
+        for candidate in (f"actors.{dotted}", dotted):
+            if package_of(candidate) == candidate:
+                return candidate
+    return None
+
+
+def check_tests() -> list[str]:
+    """Tests import only public names, but for the private modules of the package they mirror."""
+    problems: list[str] = []
+    for path in sorted(ROOT.glob("tests/**/*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        own = tested_package(path)
+        for line, mod in imports_of(path):
+            if mod.split(".")[0] not in ("bus", "actors"):
+                continue
+            other = package_of(mod)
+            if other is None or other == own:
+                continue
+            private = private_part(mod, other)
+            if private is not None and known_module(
+                mod[: mod.index(private) + len(private)].rstrip(".")
+            ):
+                problems.append(f"{rel}:{line}: imports {mod}, private to {other}")
+    return problems
+
+
 def cycles(edges: dict[str, set[str]]) -> list[str]:
     found: list[str] = []
     state: dict[str, int] = {}
@@ -188,7 +220,7 @@ def cycles(edges: dict[str, set[str]]) -> list[str]:
 
 
 def main() -> int:
-    problems = check_tree()
+    problems = check_tree() + check_tests()
     for p in problems:
         print(p)
     if problems:

@@ -11,7 +11,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.frontends.daemon._catchup import is_client_event
+from actors.frontends.daemon import is_client_event
 from actors.recording import (
     REFS_VERSION,
     ContentRefs,

@@ -38,6 +38,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from actors.frontends.daemon._catchup import is_client_event
 from actors.frontends.daemon._connection import ConnectionActor, Limits
 from actors.frontends.daemon._core import DaemonCore, RequestError
 from actors.frontends.daemon._protocol import MAX_FRAME
@@ -297,6 +298,7 @@ def _stop(paths: DaemonPaths) -> int:
 
 __all__ = [
     "MAX_FRAME",
+    "is_client_event",
     "ConnectionActor",
     "Daemon",
     "DaemonConfig",
