@@ -42,7 +42,7 @@ from actors.frontends.replay._run import (
 )
 from actors.frontends.replay._view import HeadlessView, HumanView, View
 from actors.host.flags import APPROVAL_MODES
-from actors.recording import Recording, RecordingError, TornLine, load_recording
+from actors.recording import Recording, RecordingError, TornLine, is_recording_line, load_recording
 
 USAGE_EXIT = 2
 
@@ -106,7 +106,7 @@ def sniff(path: Path) -> str:
                     ) from None
                 if isinstance(data, dict) and "method" in data:
                     return "fake-responses"
-                if isinstance(data, dict) and ("kind" in data or "seq" in data):
+                if is_recording_line(data):
                     return "recording"
                 raise ReplayInputError(f"{path}:{number}: neither a recording line nor a fake-responses line")
     except FileNotFoundError:
