@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 from ._actor import GATEWAY_ADDRESS, GatewayActor
 from ._backend import Backend, BackendError, ChunkSink, open_backend
 from ._errors import http_error, parse_google_error
-from ._fake import FakeEntry, FakeResponsesBackend, FakeResponsesError, load_fake_responses, request_dump
+from ._fake import (
+    FakeEntry,
+    FakeResponsesBackend,
+    FakeResponsesError,
+    load_fake_responses,
+    request_dump,
+)
 from ._recording import RecordingBackend, record_line
 from ._retry import ConnectBackoff, RetryPolicy, retry_notice
 
