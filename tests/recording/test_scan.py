@@ -76,6 +76,17 @@ def test_meta_void_and_torn_lines_tell_no_type() -> None:
     assert line_seq(meta().encode()) is None and line_seq(void_line(1, 2).encode()) is None
 
 
+def test_the_type_is_read_from_the_line_end_only() -> None:
+    """Text that looks like a line's end inside a message is escaped, so it is never taken
+    for the message's type; whitespace after the line's last brace is (``\r\n`` ends)."""
+    text = 'x"type":"TurnEnded"}}'
+    raw = encode_line(env(4, TextStreamed(session_id=SID, turn_id="t", text=text)), WALL, Scrubber()).encode()
+    assert line_type(raw) == "TextStreamed"
+    assert line_type(raw + b"\r") == line_type(raw + b"  ") == "TextStreamed"
+    cut = raw[: raw.index(b"TurnEnded") + len(b'TurnEnded')]
+    assert line_type(cut) is None
+
+
 texts = st.lists(st.sampled_from([b"a", b"bc", b"\n"]), max_size=30).map(b"".join)
 
 
