@@ -71,6 +71,23 @@ def well_formed(text: str) -> str:
         return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""How a lone surrogate gets into JSON text that is strict UTF-8: a ``\\uD800``-``\\uDFFF``
+escape. Pairs (how ``ensure_ascii`` encoders write emoji) decode to one character, so
+a reader that finds one of these escapes in a frame checks the decoded value with
+``unicode_clean``; the common frame has none and costs one search."""
+
+
+def unicode_clean(value: Any) -> bool:
+    """Whether the JSON value ``value`` (a text, or containers of them) is well-formed
+    Unicode: no lone surrogate anywhere, so it encodes as UTF-8."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, ValueError, RecursionError):
+        return False
+    return True
+
+
 def freeze(value: Any) -> Any:
     """Return ``value`` with every dict made a ``frozendict``, every list a tuple and
     every text well-formed; raises ``JsonValueError`` for what JSON cannot carry."""

@@ -67,10 +67,10 @@ from actors.host.setup import (
     session_config,
     session_setup,
 )
-from actors.host.user_calls import is_bad_input, model_text, shown_text
+from actors.host.user_calls import is_bad_input, json_args, model_text, shown_text
 from actors.recording import RecorderError, default_data_dir, recorder_error_in, recording_path
 from bus import Bus
-from bus.json_values import MAX_DEPTH, JsonValueError, freeze, thaw
+from bus.json_values import thaw
 from bus.messages import (
     BatchSettled,
     CancelBatch,
@@ -208,19 +208,9 @@ def _backend(parsed: argparse.Namespace, settings: Mapping[str, Any]) -> Backend
 
 def parse_tool_args(text: str) -> dict[str, Any]:
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ToolArgsError(f"--args is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
-    except RecursionError:
-        raise ToolArgsError(f"--args is not usable: JSON nested deeper than {MAX_DEPTH} levels") from None
-    except ValueError:  # the one other refusal of json.loads: Python's limit on integer digits
-        raise ToolArgsError("--args is not usable: an integer of more than 4300 digits is not a JSON number") from None
-    if not isinstance(value, dict):
-        raise ToolArgsError(f"--args must be a JSON object, not {type(value).__name__}")
-    try:
-        return dict(thaw(freeze(value)))  # as a message will carry it: no NaN, bounded nesting
-    except JsonValueError as exc:
-        raise ToolArgsError(f"--args is not usable: {exc}") from None
+        return json_args(text, what="--args")
+    except ValueError as exc:
+        raise ToolArgsError(str(exc)) from None
 
 
 def list_tools(setup: SessionSetup, out: TextIO, fmt: str) -> int:

@@ -43,20 +43,28 @@ def parse_tool_call(text: str) -> tuple[str, dict[str, Any]]:
     if not words:
         raise ValueError('name the tool: NAME {"arg": "value"}')
     raw = words[1] if len(words) > 1 else ""
+    return words[0], (json_args(raw, what="the arguments", plural=True) if raw.strip() else {})
+
+
+def json_args(raw: str, *, what: str, plural: bool = False) -> dict[str, Any]:
+    """A tool call's arguments typed by the user as JSON text (``/tool``, ``agentbus tool
+    --args``), as a message will carry them (no NaN, bounded nesting); ``ValueError``
+    with one line naming ``what`` for anything else."""
+    is_ = "are" if plural else "is"
     try:
-        args = json.loads(raw) if raw.strip() else {}
+        value = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"the arguments are not JSON: {exc.msg} (column {exc.colno})") from None
+        raise ValueError(f"{what} {is_} not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     except RecursionError:
-        raise ValueError(f"the arguments cannot be used: JSON nested deeper than {MAX_DEPTH} levels") from None
+        raise ValueError(f"{what} cannot be used: JSON nested deeper than {MAX_DEPTH} levels") from None
     except ValueError:  # json.loads' one other refusal: Python's limit on integer digits
-        raise ValueError("the arguments cannot be used: an integer of more than 4300 digits") from None
-    if not isinstance(args, dict):
-        raise ValueError("the arguments must be a JSON object")
+        raise ValueError(f"{what} cannot be used: an integer of more than 4300 digits is not a JSON number") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} must be a JSON object, not {type(value).__name__}")
     try:
-        return words[0], thaw(freeze(args))  # as a message will carry them
+        return dict(thaw(freeze(value)))
     except JsonValueError as exc:
-        raise ValueError(f"the arguments cannot be used: {exc}") from None
+        raise ValueError(f"{what} cannot be used: {exc}") from None
 
 
 def is_bad_input(call: CompletedCall) -> bool:

@@ -539,7 +539,7 @@ def test_agentbus_tool_refuses_arguments_no_message_can_carry_with_one_line(
     monkeypatch.setenv("AGENTBUS_DATA_DIR", str(tmp_path / "data"))
     assert _tool.main(["read_file", "--args", args]) == 42
     out, err = capsys.readouterr()
-    assert out == "" and err.startswith("agentbus tool: --args is not usable: ")
+    assert out == "" and err.startswith("agentbus tool: --args cannot be used: ")
     assert needle in err and err.count("\n") == 1
     assert not (tmp_path / "data").exists()  # no session was started
 

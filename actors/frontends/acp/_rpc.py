@@ -162,7 +162,9 @@ def parse_frame(line: bytes | str) -> Frame:
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 """How a lone surrogate gets into strict UTF-8 JSON: an escape. Pairs (emoji written by
 ``ensure_ascii`` encoders) decode to one character; the full check runs only when one
-of these escapes appears."""
+of these escapes appears. (``bus.json_values`` has the same check; this module keeps its
+own because ACP's framing is loaded before the bus and trio, to answer ``initialize``
+at once.)"""
 
 
 def _encodable(value: Any) -> bool:

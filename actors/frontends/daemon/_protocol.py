@@ -16,12 +16,12 @@ value of the wrong type), is ``bad_frame``.
 from __future__ import annotations
 
 import hmac
-import re
 
 import attrs
 
 from bus import CodecError
-from bus.codec import decode, encode
+from bus.codec import decode, to_plain
+from bus.json_values import SURROGATE_ESCAPE, unicode_clean
 from bus.messages import (
     PROTOCOL_VERSION,
     Answer,
@@ -152,7 +152,7 @@ class ConnectionRules:
             msg = decode(text)
         except CodecError as exc:
             return self._error(None, "bad_frame", str(exc))
-        if _SURROGATE_ESCAPE.search(text) is not None and not _encodable(msg):
+        if SURROGATE_ESCAPE.search(text) is not None and not _encodable(msg):
             rid = getattr(msg, "request_id", None)
             return self._error(
                 rid if isinstance(rid, str) and _encodable(rid) else None,
@@ -206,18 +206,11 @@ class ConnectionRules:
         return ProtocolError(request_id=rid, code=code, message=message, fatal=fatal, session_id=session_id)
 
 
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-"""Where a lone surrogate can come from once the frame is strict UTF-8: a JSON escape.
-Pairs (how ``ensure_ascii`` JSON writes emoji) are fine; the check runs only when one
-of these appears."""
-
-
 def _encodable(value: Message | str) -> bool:
     try:
-        (value if isinstance(value, str) else encode(value)).encode("utf-8")
-    except (UnicodeEncodeError, CodecError, RecursionError):
+        return unicode_clean(value if isinstance(value, str) else to_plain(value))
+    except (CodecError, RecursionError):
         return False
-    return True
 
 
 def _value_problem(msg: Message) -> str | None:

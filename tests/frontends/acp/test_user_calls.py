@@ -126,7 +126,7 @@ async def test_bad_input_is_one_line_and_the_session_goes_on(tmp_path: Path, ws:
         assert (await prompt(client, sid, "/shell!"))["stopReason"] == "end_turn"
         texts = [u["content"]["text"] for u in client.updates()]
         assert texts == [
-            "/tool: the arguments are not JSON: Expecting property name enclosed in double quotes (column 2)",
+            "/tool: the arguments are not valid JSON: Expecting property name enclosed in double quotes (line 1, column 2)",
             '/tool: name the tool: NAME {"arg": "value"}',
             "/shell!: name the command: COMMAND",
         ]

@@ -120,12 +120,12 @@ def test_parse_tool_call(text: str, expected: tuple[str, dict[str, Any]]) -> Non
     ("text", "message"),
     [
         ("", 'name the tool: NAME {"arg": "value"}'),
-        ("read_file {oops", "the arguments are not JSON: Expecting property name enclosed in double quotes (column 2)"),
-        ("read_file [1]", "the arguments must be a JSON object"),
+        ("read_file {oops", "the arguments are not valid JSON: Expecting property name enclosed in double quotes (line 1, column 2)"),
+        ("read_file [1]", "the arguments must be a JSON object, not list"),
         # What no message can carry (issue 17): chat and ACP's /tool died on these.
         ('read_file {"a": ' + "[" * 100_000, "the arguments cannot be used: JSON nested deeper than 128 levels"),
         ('read_file {"a": ' + "[" * 200 + "]" * 200 + "}", "the arguments cannot be used: JSON nested deeper than 128 levels"),
-        ('read_file {"a": 1' + "0" * 5000 + "}", "the arguments cannot be used: an integer of more than 4300 digits"),
+        ('read_file {"a": 1' + "0" * 5000 + "}", "the arguments cannot be used: an integer of more than 4300 digits is not a JSON number"),
         ('read_file {"a": NaN}', "the arguments cannot be used: nan is not a JSON number"),
     ],
 )
