@@ -34,6 +34,7 @@ from typing import Any, TextIO
 
 import attrs
 
+from actors.common import js_parse_int
 from actors.recording import (
     Recording,
     RecordingError,
@@ -145,12 +146,6 @@ def format_relative_time(timestamp: str, now: datetime.datetime | None = None) -
     if minutes > 0:
         return f"{minutes} minute{'' if minutes == 1 else 's'} ago"
     return "Just now"
-
-
-def js_parse_int(text: str) -> int | None:
-    """JavaScript's ``parseInt(text, 10)``: leading whitespace, sign, digits; else NaN."""
-    m = re.match(r"\s*([+-]?\d+)", text)
-    return int(m.group(1)) if m else None
 
 
 def _parts_text(parts: Iterable[Any]) -> str:

@@ -138,6 +138,11 @@ def test_delete_session(project: Path, tmp_path: Path) -> None:
     run(headless("drop me"), project, data)
     bad = run(["--delete-session", "9"], project, data)
     assert (bad.returncode, bad.stderr) == (42, 'Invalid session identifier "9". Use --list-sessions to see available sessions.')
+    # parseInt reads ASCII digits only: an Arabic-Indic two is no index (Python's \d took it).
+    arabic = run(["--delete-session", "\u0662"], project, data)
+    assert (arabic.returncode, arabic.stderr) == (
+        42, 'Invalid session identifier "\u0662". Use --list-sessions to see available sessions.'
+    )
     gone = run(["--delete-session", "2"], project, data)
     assert (gone.returncode, gone.stdout) == (0, "Deleted session 2: drop me (Just now)")
     listing = run(["--list-sessions"], project, data).stdout

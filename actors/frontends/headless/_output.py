@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import datetime
 import json
-import re
 from collections.abc import Callable
 from typing import Any, TextIO
 
 import attrs
 
+from actors.common import strip_ansi
 from actors.frontends.headless._retried_text import RetriedText, Shown, discard_notice
 from actors.gateway import retry_notice
 from bus.json_values import thaw
@@ -45,18 +45,12 @@ from bus.messages import (
     TurnNotice,
 )
 
-ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[@-Z\\-_]")
-
 TOKEN_KEYS = ("input", "prompt", "candidates", "total", "cached", "thoughts", "tool")
 DECISIONS = ("accept", "reject", "modify", "auto_accept")
 
 
 def iso_now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def strip_ansi(text: str) -> str:
-    return ANSI_RE.sub("", text)
 
 
 def _tokens() -> dict[str, int]:
