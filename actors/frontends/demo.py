@@ -23,13 +23,10 @@ import trio
 
 from actors.frontends.headless import Prepared, prepare
 from actors.gateway import GATEWAY_ADDRESS, FakeResponsesBackend, GatewayActor
-from actors.host import runtime
 from actors.host.args import parse_headless
 from actors.host.at_command import expand_at_references_off_loop
-from actors.host.models import classifier_choice, classifier_request, resolve_model
 from actors.host.opening import open_session
-from actors.host.setup import request_config_for
-from actors.tools import executor_kind
+from actors.host.setup import session_config
 from bus import Bus
 from bus.json_values import thaw
 from bus.messages import (
@@ -42,7 +39,6 @@ from bus.messages import (
     ThoughtStreamed,
     ToolCallUpdated,
     TurnEnded,
-    as_approval_mode,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,22 +128,8 @@ class DemoView:
 
 async def run_demo(prepared: Prepared, view: DemoView) -> tuple[TurnEnded, Path | None]:
     bus = Bus()
-    cfg = runtime.SessionConfig(
-        session_id=prepared.session_id,
-        model=prepared.model,
-        approval_mode=as_approval_mode(prepared.approval_mode),
-        env=prepared.env,
-        tools=prepared.tools,
-        executor_of=executor_kind,
-        policy=prepared.policy,
-        request_config=request_config_for(prepared.tools),
-        route_model=resolve_model,
-        classifier_choice=classifier_choice,
-        classifier_request=classifier_request,
-        history=prepared.history,
-        recording=prepared.recording,
-        hooks=prepared.hooks,
-    )
+    assert prepared.setup is not None
+    cfg = session_config(prepared.setup, history=prepared.history, recording=prepared.recording, settings=prepared.settings)
     from bus.messages import ToolCallRequested
 
     ended: TurnEnded | None = None
