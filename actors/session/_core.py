@@ -26,7 +26,8 @@ message                          effects
                                  next turn start (or the session stop)
 ``CloseSession``                 the queue is dropped; ``Stop`` at once between turns, else
                                  the running turn is cancelled, and ``Stop`` follows its
-                                 ``TurnEnded`` and acknowledgement
+                                 ``TurnEnded`` and acknowledgement (or the acknowledgement
+                                 of a cancel already due)
 ==============================  ===========================================================
 
 The orderings this guarantees (checked by ``tests/session/test_orderings.py``): at most
@@ -172,7 +173,7 @@ class SessionCore:
                 if st.closing is not None:
                     return out
                 st.queue.append(msg)
-                if st.running_turn is None:
+                if st.running_turn is None and st.cancelling is None:
                     self._start_next(out)
                 else:
                     out.append(
@@ -246,9 +247,11 @@ class SessionCore:
             case CloseSession():
                 st.closing = msg.reason
                 st.queue.clear()
-                if st.running_turn is None:
+                if st.cancelling is not None:
+                    pass  # stops after that cancel's acknowledgement (and its turn's end)
+                elif st.running_turn is None:
                     self._stop(out)
-                elif st.cancelling is None:
+                else:
                     # The turn ends (TurnEnded), then acknowledges the cancel: both come
                     # before SessionClosed.
                     st.cancelling = st.running_turn

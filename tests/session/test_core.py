@@ -230,3 +230,29 @@ def test_a_reset_history_keeps_the_environment_and_a_compression_replaces_it() -
     third = s.turn.started[2]
     assert thaw(third.history) == [ENV, said("user", "fresh")]
     assert third.last_prompt_token_count == -1  # estimated again after a reset
+
+
+def test_a_prompt_after_a_cancelled_turns_end_waits_for_the_cancels_acknowledgement() -> None:
+    """The turn ended before the cancel reached it; its acknowledgement is still due. A
+    prompt then waits (it started at once: a cancel of it, meanwhile, was folded into
+    the old turn's and lost; found by the orderings state machine)."""
+    core = SessionCore(SID, new_turn_id=counter_ids())
+    core.feed(prompt("p1"), "c")
+    core.feed(cancel("chat"), "chat")
+    assert core.feed(TurnEnded(session_id=SID, turn_id="t1", stop_reason="end_turn"), "turn") == []
+    assert core.feed(prompt("p2"), "c") == [Publish(PromptQueued(session_id=SID, prompt_id="p2", position=1))]
+    effects = core.feed(TurnCancelAcknowledged(session_id=SID, turn_id="t1", requested_by="chat"), "turn")
+    assert [type(e) for e in effects] == [Publish, ToTurn]
+    assert core.feed(cancel("acp"), "acp") == [ToTurn(cancel("acp", turn_id="t2"))]
+
+
+def test_a_close_after_a_cancelled_turns_end_waits_for_the_cancels_acknowledgement() -> None:
+    """``SessionClosed`` comes after the acknowledgement of the cancel (it came first, and
+    the acknowledgement was lost; found by the orderings state machine)."""
+    core = SessionCore(SID, new_turn_id=counter_ids())
+    core.feed(prompt("p1"), "c")
+    core.feed(cancel("chat"), "chat")
+    core.feed(TurnEnded(session_id=SID, turn_id="t1", stop_reason="end_turn"), "turn")
+    assert core.feed(CloseSession(session_id=SID, reason="bye"), "c") == []
+    ack = TurnCancelAcknowledged(session_id=SID, turn_id="t1", requested_by="chat")
+    assert core.feed(ack, "turn") == [Publish(ack), Publish(SessionClosed(session_id=SID, reason="bye")), Stop()]
