@@ -50,7 +50,7 @@ from actors.host.setup import (
     session_setup,
     session_start_context,
 )
-from actors.recording import default_data_dir
+from actors.recording import default_data_dir, recording_path
 from actors.scheduler import PolicyEngine
 from actors.tools import Tool, ToolEnv
 from bus import ALL_SESSIONS, Bus
@@ -143,7 +143,7 @@ def prepare(
         registered_names=tuple(tools),
         policy=policy,
         env=env,
-        recording=data_dir / "sessions" / f"{session_id}.jsonl",
+        recording=recording_path(data_dir, session_id),
         max_session_turns=int(max_turns) if isinstance(max_turns, int) else -1,
         history=history,
         setup=setup,
