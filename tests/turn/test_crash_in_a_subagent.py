@@ -8,7 +8,7 @@ from typing import Any
 
 import trio
 
-from tests.agents._harness import (
+from tests.host.subagents._harness import (
     ScriptedModel,
     agent,
     run_session,
@@ -16,7 +16,7 @@ from tests.agents._harness import (
     step,
     text,
 )
-from tests.agents.test_termination import invoke, output_of
+from tests.host.subagents.test_termination import invoke, output_of
 
 
 async def test_a_crashing_child_is_the_calls_error(

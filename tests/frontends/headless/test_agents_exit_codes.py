@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.agents.test_headless_agents import run
+from tests.frontends.headless.test_agents import run
 
 
 def _workspace(tmp_path: Path) -> None:

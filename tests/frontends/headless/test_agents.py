@@ -11,7 +11,7 @@ from typing import Any
 
 from actors.recording import load_recording
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
