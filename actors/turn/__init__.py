@@ -1,6 +1,8 @@
-"""Turn actor: one prompt's model <-> tool loop."""
+"""Turn actor: one prompt's model <-> tool loop (pure decisions in ``_core``, one
+prompt's loop in ``_turn``, the trio shell in ``_actor``)."""
 
-from ._actor import TurnActor, TurnWiring, invalid_stream_message
+from ._actor import TurnActor
+from ._core import TurnInbox, TurnRouter, invalid_stream_message
 from ._logic import (
     INTERRUPTED_RESPONSE_PLACEHOLDER,
     ModelTurnBuilder,
@@ -9,15 +11,18 @@ from ._logic import (
     user_content,
 )
 from ._next_speaker import parse_answer as parse_next_speaker_answer
+from ._wiring import TurnWiring
 
 __all__ = [
     "INTERRUPTED_RESPONSE_PLACEHOLDER",
     "ModelTurnBuilder",
+    "TurnActor",
+    "TurnInbox",
+    "TurnRouter",
+    "TurnWiring",
+    "invalid_stream_message",
     "is_function_response",
     "parse_classifier_choice",
     "parse_next_speaker_answer",
     "user_content",
-    "TurnActor",
-    "TurnWiring",
-    "invalid_stream_message",
 ]

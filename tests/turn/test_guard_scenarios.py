@@ -8,12 +8,12 @@ from typing import Any
 
 import trio
 
-from actors.turn._actor import (
+from actors.turn._compression import COMPRESSION_INSTRUCTION, SUMMARY_ACKNOWLEDGEMENT
+from actors.turn._core import (
     LOOP_DETECTED_MESSAGE,
     MAX_SESSION_TURNS_MESSAGE,
     loop_recovery_prompt,
 )
-from actors.turn._compression import COMPRESSION_INSTRUCTION, SUMMARY_ACKNOWLEDGEMENT
 from actors.turn._logic import INTERRUPTED_RESPONSE_PLACEHOLDER
 from actors.turn._next_speaker import CONTINUE_PROMPT
 from bus.json_values import thaw
