@@ -1,5 +1,6 @@
 """Turn actor: one prompt's model <-> tool loop (pure decisions in ``_core``, one
-prompt's loop in ``_turn``, the trio shell in ``_actor``)."""
+prompt's loop in ``_turn`` over its requests to its peers in ``_requests``, the trio
+shell in ``_actor``)."""
 
 from ._actor import TurnActor
 from ._core import TurnInbox, TurnRouter, invalid_stream_message

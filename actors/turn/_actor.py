@@ -1,9 +1,10 @@
 """The turn actor: one prompt's model <-> tool loop, one turn at a time per session.
 
-Accepts (``TurnInbox``): ``StartTurn`` and ``CancelTurn`` from the session; the gateway's replies
-(``ModelChunk``, ``ModelRetrying``, ``ModelFinished``, ``ModelFailed``,
-``GenerationCancelled``), the scheduler's (``BatchSettled``,
-``BatchCancelAcknowledged``) and the loop detector's (``LoopVerdict``).
+Accepts (``TurnInbox``): ``StartTurn`` and ``CancelTurn`` from the session; the
+gateway's replies (``ModelChunk``, ``ModelRetrying``, ``ModelFinished``, ``ModelFailed``,
+``GenerationCancelled``), the hook runner's (``HooksFinished``), the scheduler's
+(``BatchSettled``, ``BatchCancelAcknowledged``) and the loop detector's
+(``LoopVerdict``). Anything else sent to it is ignored.
 Guards (Gemini CLI's ``processTurn``), before each model request: ``maxSessionTurns``,
 the re-prompt bound ``MAX_TURNS``, compression (``_compression``; the new history goes
 to the session as ``HistoryCompressed``), the context-window check (``_tokens``), and
@@ -19,13 +20,13 @@ scheduler, turn events for observers (``TurnStarted``, ``ModelSelected``,
 the session. ``TurnEnded`` is the last message of a turn: before sending it the turn
 waits for the terminal reply of every request it made.
 Owns: the running turn's state (its history additions, its requests in flight).
-Anything else sent to it is ignored.
+Stops: when its inbox closes (a running turn is cancelled the same way as by
+``CancelTurn``), or by its supervisor's cancel.
 
 The pure parts are in ``_core`` (``TurnRouter``: which turn runs and where each message
 goes; the guards and hook readings; ``TurnHistory``); one prompt's loop, which sends and
-waits, is ``_turn._Turn``; this module is the trio shell.
-Stops: when its inbox closes (a running turn is cancelled the same way as by
-``CancelTurn``), or by its supervisor's cancel.
+waits, is ``_turn._Turn`` (its requests to its peers: ``_requests``); this module is
+the trio shell.
 """
 
 from __future__ import annotations
@@ -37,10 +38,18 @@ from typing import assert_never
 import trio
 
 from bus import Bus, Port
-from bus.messages import Message
 
 from . import _compression
-from ._core import Acknowledge, Begin, Route, RouterEffect, RunningTurn, TurnRouter, is_turn_inbox
+from ._core import (
+    Acknowledge,
+    Begin,
+    Route,
+    Routed,
+    RouterEffect,
+    RunningTurn,
+    TurnRouter,
+    is_turn_inbox,
+)
 from ._turn import _Turn
 from ._wiring import TurnWiring
 
@@ -52,7 +61,7 @@ class TurnActor:
         self.bus = bus
         self.w = wiring
         self.router = TurnRouter(wiring.session_id)
-        self._inbox: trio.MemorySendChannel[Message] | None = None
+        self._inbox: trio.MemorySendChannel[Routed] | None = None
         """The running turn's channel of routed messages."""
         # The session's count of compression truncation files outlives each turn.
         self._saver = (
@@ -78,7 +87,7 @@ class TurnActor:
                 case Begin():
                     # Unbounded: the actor's loop must never block routing a reply while
                     # the turn waits on something else (a slow hook).
-                    send, receive = trio.open_memory_channel[Message](math.inf)
+                    send, receive = trio.open_memory_channel[Routed](math.inf)
                     self._inbox = send
                     nursery.start_soon(self._drive, port, effect.turn, receive)
                 case Route():
@@ -89,7 +98,7 @@ class TurnActor:
                 case _ as unreachable:
                     assert_never(unreachable)
 
-    async def _drive(self, port: Port, running: RunningTurn, receive: trio.MemoryReceiveChannel[Message]) -> None:
+    async def _drive(self, port: Port, running: RunningTurn, receive: trio.MemoryReceiveChannel[Routed]) -> None:
         try:
             await _Turn(port, self.w, running, receive, self._saver).run()
         finally:

@@ -74,6 +74,9 @@ TurnReply: TypeAlias = (
 TurnInbox: TypeAlias = StartTurn | CancelTurn | TurnReply
 """Every message the turn actor acts on; anything else sent to it is ignored."""
 
+Routed: TypeAlias = TurnReply | CancelTurn
+"""What the actor gives the running turn's loop (``Route``)."""
+
 _INBOX_TYPES: tuple[type, ...] = (StartTurn, CancelTurn, *get_args(TurnReply))
 
 
@@ -102,7 +105,7 @@ class Begin:
 class Route:
     """Give ``message`` to the running turn's loop."""
 
-    message: TurnReply | CancelTurn
+    message: Routed
 
 
 @attrs.frozen
