@@ -122,6 +122,23 @@ AgentTerminateMode: TypeAlias = Literal[
 SessionState: TypeAlias = Literal["running", "dormant", "recorded"]
 """A session as the daemon lists it."""
 
+ProtocolErrorCode: TypeAlias = Literal[
+    "bad_frame",
+    "frame_too_large",
+    "hello_required",
+    "bad_version",
+    "bad_token",
+    "not_a_request",
+    "unknown_session",
+    "not_yours",
+    "busy",
+    "invalid",
+    "too_many_errors",
+    "auth_required",
+    "failed",
+]
+"""Why the daemon refused a frame or a request (``ProtocolError.code``)."""
+
 
 def literal_values(kind: Any) -> tuple[str, ...]:
     """The words of a ``Literal`` type, in order."""

@@ -69,6 +69,7 @@ from bus.messages import (
     BatchSettled,
     CloseSession,
     ConfigureSession,
+    ProtocolErrorCode,
     ScheduleBatch,
     SessionClosed,
     SessionSummary,
@@ -90,9 +91,9 @@ END_GRACE_S = 5.0
 class RequestError(Exception):
     """A request the daemon cannot carry out; ``code`` as in ``ProtocolError``."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: ProtocolErrorCode, message: str) -> None:
         super().__init__(message)
-        self.code = code
+        self.code: ProtocolErrorCode = code
         self.message = message
 
 

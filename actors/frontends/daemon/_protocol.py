@@ -36,6 +36,7 @@ from bus.messages import (
     Message,
     Prompt,
     ProtocolError,
+    ProtocolErrorCode,
     SetMode,
     StopDaemon,
     Subscribe,
@@ -190,7 +191,7 @@ class ConnectionRules:
         return msg
 
     def _error(
-        self, rid: str | None, code: str, message: str, *, fatal: bool = False, session_id: str = ""
+        self, rid: str | None, code: ProtocolErrorCode, message: str, *, fatal: bool = False, session_id: str = ""
     ) -> ProtocolError:
         self.errors += 1
         # Nothing but a valid Hello opens a connection: any error before it closes it.
