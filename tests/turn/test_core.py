@@ -241,3 +241,35 @@ def test_a_cleared_context_keeps_the_environment_and_a_compression_replaces_ever
     assert h.last_prompt_tokens == h.tokens_at_base < 900
     h.replace(({"role": "user", "parts": [{"text": "summary"}]},))
     assert h.contents() == ({"role": "user", "parts": [{"text": "summary"}]},) and h.added == []
+
+
+@given(st.lists(st.sampled_from(["start", "cancel", "reply", "finish", "inbox closed"]), max_size=40))
+def test_the_router_routes_only_to_a_running_turn_and_one_cancel_per_turn(actions: list[str]) -> None:
+    """Whatever the session sends (one turn at a time, as it does): replies reach only a
+    running turn, a cancel is either acknowledged at once (no turn runs) or given to the
+    running turn, and each turn gets at most one cancel."""
+    router = TurnRouter(SID)
+    running = None
+    cancels_routed = 0
+    for n, action in enumerate(actions):
+        if action == "start" and running is None:
+            (begin,) = router.feed(start(f"t{n}"))
+            assert isinstance(begin, Begin)
+            running, cancels_routed = begin.turn, 0
+        elif action == "cancel":
+            effects = router.feed(cancel(f"c{n}", None))
+            if running is None:
+                assert [type(e) for e in effects] == [Acknowledge]
+            else:
+                assert all(isinstance(e, Route) for e in effects)
+                cancels_routed += len(effects)
+        elif action == "reply":
+            assert router.feed(CHUNK) == ([Route(CHUNK)] if running is not None else [])
+        elif action == "finish" and running is not None:
+            router.finished(running)
+            running = None
+        elif action == "inbox closed":
+            cancels_routed += len(router.inbox_closed())
+        assert cancels_routed <= 1
+        if running is not None:
+            assert (running.cancel_requested_by is not None) == (cancels_routed == 1)
