@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from bus.messages import ToolResult
+from bus.messages import ModelRole, ToolResult
 
 OutputSink = Callable[[str], Awaitable[None]]
 """Where a running tool reports live output (shell)."""
@@ -91,7 +91,7 @@ class ModelAccess(Protocol):
         model: str,
         contents: Sequence[Any],
         config: Mapping[str, Any] | None = None,
-        role: str = "utility_tool",
+        role: ModelRole = "utility_tool",
     ) -> dict[str, Any]:
         """One ``generateContent`` call; returns the ``GenerateContentResponse`` as JSON
         data. Raises ``ModelCallError``; cancellation closes the request."""

@@ -34,6 +34,7 @@ from bus.messages import (
     ModelFailed,
     ModelFinished,
     ModelReply,
+    ModelRole,
     ReadTextFile,
     RunTool,
     ToolFinished,
@@ -184,7 +185,7 @@ class ExecutorActor:
         model: str,
         contents: Any,
         config: Mapping[str, Any] | None = None,
-        role: str = "utility_tool",
+        role: ModelRole = "utility_tool",
     ) -> dict[str, Any]:
         """``ModelAccess`` for this executor's tools: a ``GenerateRequest`` to the gateway."""
         assert self._port is not None and self.gateway_address is not None

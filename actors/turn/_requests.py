@@ -38,6 +38,7 @@ from bus.messages import (
     ModelFailed,
     ModelFinished,
     ModelRetrying,
+    ModelRole,
     NoticeKind,
     RunHooks,
     ScheduleBatch,
@@ -230,13 +231,13 @@ class TurnRequests:
         return estimate_tokens(parts)
 
     async def _utility_text(
-        self, model: str, contents: Sequence[Any], config: Mapping[str, Any], role: str
+        self, model: str, contents: Sequence[Any], config: Mapping[str, Any], role: ModelRole
     ) -> str | None:
         chunks = await self._utility_call("generateContent", model, contents, config, role)
         return None if chunks is None else "".join(response_text(c) for c in chunks)
 
     async def _utility_call(
-        self, method: GenerateMethod, model: str, contents: Sequence[Any], config: Mapping[str, Any], role: str
+        self, method: GenerateMethod, model: str, contents: Sequence[Any], config: Mapping[str, Any], role: ModelRole
     ) -> list[Any] | None:
         """A model call of the turn's own (compression, next speaker, token count): the
         chunks of its answer, or ``None`` when it failed. A cancel of the turn stops it

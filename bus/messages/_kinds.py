@@ -93,6 +93,12 @@ LoopType: TypeAlias = Literal[
 GenerateMethod: TypeAlias = Literal["generateContentStream", "generateContent", "countTokens"]
 """The model API a ``GenerateRequest`` calls (as in Gemini CLI's fake-responses files)."""
 
+ModelRole: TypeAlias = Literal[
+    "main", "classifier", "compressor", "next_speaker", "token_counter", "loop_detector", "utility_tool"
+]
+"""Who asks the model (``GenerateRequest.role``): the turn's own request, the router,
+the compression, the next-speaker check, a token count, the loop detector, a tool."""
+
 HookEvent: TypeAlias = Literal[
     "SessionStart",
     "SessionEnd",

@@ -11,7 +11,7 @@ from typing import TypeAlias
 import attrs
 
 from ._common import JsonValue, frozen_json, json_tuple, text_field
-from ._kinds import GenerateMethod
+from ._kinds import GenerateMethod, ModelRole
 
 
 @attrs.frozen(kw_only=True)
@@ -31,8 +31,8 @@ class GenerateRequest:
     contents: tuple[JsonValue, ...] = json_tuple()
     config: JsonValue = frozen_json({})
     """generationConfig, systemInstruction, tools (Gemini wire shape)."""
-    role: str = "main"
-    """Who asks: ``main``, ``classifier``, ``compressor``, ``loop_detector``..."""
+    role: ModelRole = "main"
+    """Who asks."""
 
 
 @attrs.frozen(kw_only=True)
