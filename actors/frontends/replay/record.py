@@ -53,6 +53,7 @@ from bus import Bus
 from bus.json_values import thaw
 from bus.messages import (
     ApprovalAnswered,
+    ApprovalOutcome,
     ApprovalRequested,
     CancelTurn,
     CloseSession,
@@ -70,7 +71,7 @@ SCENARIO_SESSION_PREFIX = "scenario-"
 @attrs.define
 class Turn:
     prompt: str
-    approvals: list[str] = attrs.field(factory=list)
+    approvals: list[ApprovalOutcome] = attrs.field(factory=list)
     cancel_when: dict[str, Any] | None = None
 
 
@@ -83,7 +84,7 @@ def _turns(spec: Any) -> list[Turn]:
             out.append(
                 Turn(
                     prompt=str(item["prompt"]),
-                    approvals=[str(a) for a in item.get("approvals", [])],
+                    approvals=[as_approval_outcome(str(a)) for a in item.get("approvals", [])],
                     cancel_when=item.get("cancel_when"),
                 )
             )
@@ -198,7 +199,7 @@ async def run_process(
                         ApprovalAnswered(
                             session_id=session_id,
                             correlation_id=msg.correlation_id,
-                            outcome=as_approval_outcome(outcome),
+                            outcome=outcome,
                             answered_by=client_address,
                         ),
                         to=addrs.scheduler,
