@@ -124,3 +124,15 @@ def test_a_session_that_ran_hooks_is_refused_precisely(tmp_path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
     code, _, err = replay(str(path), "--check")
     assert (code, err) == (2, f"agentbus replay: {path}:{n}: this session ran hooks; replaying hook runs is not supported yet\n")
+
+
+def test_a_scenario_approval_answer_that_is_no_outcome_is_refused_by_name() -> None:
+    """A scenario's scripted approval answers are ``ApprovalOutcome`` words; another
+    word (``yes``) is refused when the scenario is read — it reached the scheduler,
+    which took any answer but a cancel as an accept."""
+    from actors.frontends.replay.record import processes_of
+
+    [[turn]] = processes_of({"prompt": "p", "approvals": ["proceed_once", "cancel"]})
+    assert turn.approvals == ["proceed_once", "cancel"]
+    with pytest.raises(ValueError, match="unknown approval outcome 'yes' \\(one of proceed_once, "):
+        processes_of({"prompt": "p", "approvals": ["yes"]})
