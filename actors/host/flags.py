@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 
 APPROVAL_MODES = ("default", "auto_edit", "yolo", "plan")
+"""``bus.messages.ApprovalMode``'s words, spelled out: importing the bus would load trio
+before ``agentbus acp`` answers ``initialize`` (``tests/host/test_flags.py`` keeps them equal)."""
 
 DATA_DIR_HELP = (
     "where recordings go (default: $AGENTBUS_DATA_DIR, else $XDG_DATA_HOME/agentbus, else ~/.local/share/agentbus)"

@@ -33,8 +33,7 @@ from actors.gateway import auth_environment
 from actors.host import settings as _settings
 from actors.host.auth import check_auth
 from actors.host.errors import DAEMON_EXIT_CODES, FatalError
-
-MODES = ("default", "auto_edit", "yolo", "plan")
+from actors.host.flags import APPROVAL_MODES
 
 EXIT_CODES = """Exit codes (those of a headless run for the same causes):
   0   /quit, or the end of piped input
@@ -58,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-r", "--resume", metavar="ID", help="resume a session: its id, its number in /sessions, or latest")
     p.add_argument("-m", "--model", default="", help="model of a new session")
-    p.add_argument("--approval-mode", choices=MODES, default="", help="approval mode of a new session")
+    p.add_argument("--approval-mode", choices=APPROVAL_MODES, default="", help="approval mode of a new session")
     p.add_argument("-y", "--yolo", action="store_true", help="same as --approval-mode yolo")
     p.add_argument(
         "--fake-responses", default="", metavar="FILE", help="serve the model from a Gemini CLI fake-responses file"

@@ -22,8 +22,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from actors.host.flags import APPROVAL_MODES
+
 SLASH_COMMANDS = ("/help", "/sessions", "/resume", "/new", "/mode", "/tool", "/tool!", "/quit")
-MODES = ("default", "auto_edit", "yolo", "plan")
 MAX_CANDIDATES = 500
 
 
@@ -35,7 +36,7 @@ def complete(line: str, begidx: int, endidx: int, *, tools: Sequence[str], works
     if before in (["/tool"], ["/tool!"]):
         return [f"{name} " for name in tools if name.startswith(word)]
     if before == ["/mode"]:
-        return [f"{mode} " for mode in MODES if mode.startswith(word)]
+        return [f"{mode} " for mode in APPROVAL_MODES if mode.startswith(word)]
     if word.startswith("@"):
         return ["@" + c for c in path_candidates(word[1:], workspace)]
     if line.lstrip().startswith("!") and before:

@@ -16,6 +16,7 @@ value of the wrong type), is ``bad_frame``.
 from __future__ import annotations
 
 import hmac
+from typing import get_args
 
 import attrs
 
@@ -25,6 +26,8 @@ from bus.json_values import SURROGATE_ESCAPE, unicode_clean
 from bus.messages import (
     PROTOCOL_VERSION,
     Answer,
+    ApprovalMode,
+    ApprovalOutcome,
     CallTool,
     Cancel,
     CreateSession,
@@ -68,16 +71,8 @@ REQUESTS = (
 )
 OPENS_SESSION = (CreateSession, LoadSession, Subscribe)
 NEEDS_SESSION = (EndSession, Unsubscribe, Prompt, Cancel, Answer, SetMode, CallTool)
-APPROVAL_MODES = ("default", "auto_edit", "yolo", "plan")
-OUTCOMES = (
-    "proceed_once",
-    "proceed_always",
-    "proceed_always_and_save",
-    "proceed_always_tool",
-    "proceed_always_server",
-    "modify_with_editor",
-    "cancel",
-)
+APPROVAL_MODES: tuple[str, ...] = get_args(ApprovalMode)
+OUTCOMES: tuple[str, ...] = get_args(ApprovalOutcome)
 
 
 @attrs.frozen
