@@ -12,6 +12,7 @@ gets from Node and its npm packages, so every actor computes them the same way:
 - ``_net``: Node's network error codes that Gemini retries.
 - ``_truncation``: Gemini's head-and-tail rendering of a long text, UTF-16 slices.
 - ``_regex``: JavaScript regular expressions on Python's ``re``, with V8's errors.
+- ``_model_json``: a model's JSON answer, fenced or not (the side requests' checks).
 - ``_lazy``: a package's public names imported on first use.
 - ``_shell``: shell syntax — shell-quote's ``parse`` and ``quote``, Gemini's
   ``stripShellWrapper`` and ``escapeShellArg``.
@@ -49,6 +50,7 @@ from ._js import (
     utf16_len,
 )
 from ._lazy import lazy_exports
+from ._model_json import json_answer
 from ._net import RETRYABLE_NETWORK_CODES, is_network_retryable
 from ._node_path import (
     is_subpath,
@@ -88,6 +90,7 @@ from ._truncation import (
 )
 
 __all__ = [
+    "json_answer",
     "REDIRECTION_NAMES",
     "ShellComment",
     "ShellEntry",

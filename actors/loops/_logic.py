@@ -26,14 +26,13 @@ units, so text with characters outside the BMP is windowed slightly differently.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import attrs
 
-from actors.common import js_json, js_round
+from actors.common import js_json, js_round, json_answer
 from bus.messages import LoopType
 
 TOOL_CALL_LOOP_THRESHOLD = 5
@@ -362,14 +361,7 @@ def _is_function_response(content: Mapping[str, Any]) -> bool:
 def parse_llm_answer(text: str) -> LlmAnswer | None:
     """The loop-check JSON (a fenced block accepted); ``None`` without a numeric
     confidence."""
-    body = text.strip()
-    if body.startswith("```"):
-        body = body.strip("`")
-        body = body[4:] if body.startswith("json") else body
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):  # RecursionError: nested past the parser
-        return None
+    data = json_answer(text)
     if not isinstance(data, dict):
         return None
     confidence = data.get("unproductive_state_confidence")

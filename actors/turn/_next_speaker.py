@@ -13,9 +13,10 @@ Its rules, with our own prompt:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from actors.common import json_answer
 
 from ._compression import curated_history
 from ._logic import is_function_response, request_contents, user_content
@@ -71,14 +72,7 @@ def request(history: Sequence[Any]) -> tuple[tuple[Any, ...], Mapping[str, Any]]
 
 def parse_answer(text: str) -> str | None:
     """``user``/``model`` from the check's JSON answer (a fenced block is accepted)."""
-    body = text.strip()
-    if body.startswith("```"):
-        body = body.strip("`")
-        body = body[4:] if body.startswith("json") else body
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):  # RecursionError: nested past the parser
-        return None
+    data = json_answer(text)
     if isinstance(data, dict) and data.get("next_speaker") in ("user", "model"):
         return str(data["next_speaker"])
     return None
