@@ -405,6 +405,11 @@ class _Batch:
             await self.fail(call, "invalid_tool_params", problem)
 
     def _check_args(self, spec: ToolSpec, args: Any) -> str | None:
+        """The schema and the tool's own checks, on the event loop: they are bounded (a
+        real path, the ignore files of the path's ancestors), cheaper than a thread hop
+        per call, and the explored schedules' virtual clock cannot see a worker thread
+        (it would jump past every deadline while one runs). The tools' walks and reads
+        run in threads (their executors)."""
         try:
             problem = schema_error(spec.schema, args)
             return problem if problem is not None else spec.validate(args, self.batch.approval_mode)
