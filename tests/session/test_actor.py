@@ -14,6 +14,7 @@ from bus.messages import (
     CloseSession,
     OpenSession,
     SessionClosed,
+    SessionOpened,
     StartTurn,
     SubmitPrompt,
     TurnCancelAcknowledged,
@@ -57,8 +58,12 @@ async def test_a_close_cancels_the_running_turn_and_the_session_stops_after_its_
 
         nursery.start_soon(run_session)
         await trio.testing.wait_all_tasks_blocked()
+        # Each step waits for the session's answer: the client's sends and the session's
+        # publications would otherwise interleave as trio schedules them.
         await client.send(OpenSession(session_id=SID, model="m", approval_mode="default", workspace="/w"), to=WIRING.address)
+        await capture.wait_for_type(SessionOpened)
         await client.send(SubmitPrompt(session_id=SID, prompt_id="p1"), to=WIRING.address)
+        await capture.wait_for_type(StartTurn)
         # Not a message of the session's inbox: ignored, the session goes on.
         await client.send(TurnStarted(session_id=SID, turn_id="x", prompt_id="p1"), to=WIRING.address)
         await client.send(CloseSession(session_id=SID, reason="bye"), to=WIRING.address)
