@@ -17,7 +17,7 @@ from typing import Any, Literal, get_args, get_origin
 import attrs
 
 from . import messages
-from .messages import _kinds
+from .messages import kinds
 
 GROUPS = ("session", "turn", "model", "tools", "hooks", "control", "client")
 
@@ -68,13 +68,13 @@ def _words() -> list[str]:
         "## Words",
         "",
         "Fields of these types take one of the listed words and nothing else; the codec",
-        "refuses any other with a `CodecError` naming the field (`bus/messages/_kinds.py`).",
+        "refuses any other with a `CodecError` naming the field (`bus/messages/kinds.py`).",
         "",
         "| type | words | notes |",
         "|---|---|---|",
     ]
     docs = _alias_docs()
-    for name, value in vars(_kinds).items():
+    for name, value in vars(kinds).items():
         if get_origin(value) is Literal:
             words = ", ".join(f"`{w}`" if w else '`""`' for w in _literal_words(value))
             lines.append(f"| `{name}` | {words} | {docs.get(name, '')} |")
@@ -86,8 +86,8 @@ def _literal_words(kind: Any) -> tuple[str, ...]:
 
 
 def _alias_docs() -> dict[str, str]:
-    """The docstring under each alias of ``_kinds`` (first sentence kept whole)."""
-    tree = ast.parse(inspect.getsource(_kinds))
+    """The docstring under each alias of ``kinds`` (first sentence kept whole)."""
+    tree = ast.parse(inspect.getsource(kinds))
     docs: dict[str, str] = {}
     body = tree.body
     for stmt, nxt in zip(body, body[1:], strict=False):

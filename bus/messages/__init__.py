@@ -5,34 +5,6 @@ from __future__ import annotations
 from typing import TypeAlias, Union
 
 from ._common import new_id
-from ._kinds import (
-    AgentTerminateMode,
-    ApprovalMode,
-    ApprovalOutcome,
-    CompressionStatus,
-    Decision,
-    GenerateMethod,
-    HookEvent,
-    HookOutputFormat,
-    LoopCheckKind,
-    LoopType,
-    ModelRole,
-    NoticeKind,
-    ProtocolErrorCode,
-    SessionState,
-    SettledOutcome,
-    Severity,
-    StopReason,
-    SubagentActivityKind,
-    TerminalStatus,
-    ToolCallStatus,
-    TurnErrorKind,
-    as_approval_mode,
-    as_approval_outcome,
-    is_approval_mode,
-    is_approval_outcome,
-    literal_values,
-)
 from .client import (
     PROTOCOL_VERSION,
     Answer,
@@ -65,6 +37,34 @@ from .client import (
 )
 from .control import ActorFailed, ObserverLagged, Shutdown
 from .hooks import CancelHooks, HookRan, HooksFinished, RunHooks
+from .kinds import (
+    AgentTerminateMode,
+    ApprovalMode,
+    ApprovalOutcome,
+    CompressionStatus,
+    Decision,
+    GenerateMethod,
+    HookEvent,
+    HookOutputFormat,
+    LoopCheckKind,
+    LoopType,
+    ModelRole,
+    NoticeKind,
+    ProtocolErrorCode,
+    SessionState,
+    SettledOutcome,
+    Severity,
+    StopReason,
+    SubagentActivityKind,
+    TerminalStatus,
+    ToolCallStatus,
+    TurnErrorKind,
+    as_approval_mode,
+    as_approval_outcome,
+    is_approval_mode,
+    is_approval_outcome,
+    literal_values,
+)
 from .model import (
     ApiError,
     CancelGeneration,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import attrs
 
 from ._common import JsonValue, frozen_json, json_tuple
-from ._kinds import ProtocolErrorCode, SessionState
+from .kinds import ProtocolErrorCode, SessionState
 from .tools import CompletedCall
 
 PROTOCOL_VERSION = 1

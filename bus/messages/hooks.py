@@ -11,7 +11,7 @@ from __future__ import annotations
 import attrs
 
 from ._common import JsonValue, frozen_json
-from ._kinds import HookEvent, HookOutputFormat
+from .kinds import HookEvent, HookOutputFormat
 
 
 @attrs.frozen(kw_only=True)

@@ -11,7 +11,7 @@ from typing import TypeAlias
 import attrs
 
 from ._common import JsonValue, frozen_json, json_tuple, text_field
-from ._kinds import GenerateMethod, ModelRole
+from .kinds import GenerateMethod, ModelRole
 
 
 @attrs.frozen(kw_only=True)

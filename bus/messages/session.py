@@ -9,7 +9,7 @@ from __future__ import annotations
 import attrs
 
 from ._common import JsonValue, frozen_json, json_tuple, text_field
-from ._kinds import ApprovalMode
+from .kinds import ApprovalMode
 
 
 @attrs.frozen(kw_only=True)

@@ -12,7 +12,7 @@ from typing import Literal
 import attrs
 
 from ._common import JsonValue, frozen_json, json_tuple, text_field
-from ._kinds import (
+from .kinds import (
     AgentTerminateMode,
     ApprovalMode,
     ApprovalOutcome,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from ._common import JsonValue, frozen_json, json_tuple
-from ._kinds import (
+from .kinds import (
     ApprovalMode,
     CompressionStatus,
     LoopCheckKind,
