@@ -1,6 +1,7 @@
 """settings.json: the user's (``~/.gemini``) and the workspace's (``.gemini``), merged.
 
-Workspace values win over user values; objects merge key by key. A file that cannot be
+Workspace values win over user values; objects merge key by key, except ``mcpServers``,
+which merges server by server (``SHALLOW_MERGED``). A file that cannot be
 read or parsed is a ``FatalConfigError`` naming it.
 """
 
@@ -29,11 +30,18 @@ def settings_paths(workspace: Path) -> list[Path]:
     return paths
 
 
-def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+SHALLOW_MERGED = frozenset({"mcpServers"})
+"""Top-level settings merged one level deep (Gemini CLI's ``SHALLOW_MERGE``): a server the
+workspace names replaces the user's entry of that name whole."""
+
+
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any], *, top: bool = True) -> dict[str, Any]:
     out = dict(base)
     for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = deep_merge(out[key], value)
+        if top and key in SHALLOW_MERGED and isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = {**out[key], **value}
+        elif isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value, top=False)
         else:
             out[key] = value
     return out
