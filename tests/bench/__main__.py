@@ -156,10 +156,12 @@ from tests.bench.bench_guards import BENCHMARKS as GUARDS  # noqa: E402
 from tests.bench.bench_hooks import bench_hooks  # noqa: E402
 from tests.bench.bench_recording import bench_recording  # noqa: E402
 from tests.bench.bench_scheduler import BENCHMARKS as SCHEDULER  # noqa: E402
+from tests.bench.bench_startup import BENCHMARKS as STARTUP  # noqa: E402
 from tests.bench.bench_system import BENCHMARKS as SYSTEM  # noqa: E402
 from tests.bench.bench_system import gemini_version  # noqa: E402
 
 EXTRA: list[Callable[[], None]] = [
+    *STARTUP,
     *SCHEDULER,
     bench_hooks,
     bench_gateway,

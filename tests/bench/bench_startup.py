@@ -1,0 +1,186 @@
+"""Where a headless run's start-up goes, phase by phase, with the floors beside it.
+
+A fresh process (``python -m tests.bench.bench_startup --phases``, cwd a workspace, HOME
+in a temporary directory) runs what ``agentbus -p hi --fake-responses F`` runs, in the
+same order, and stamps the end of each phase:
+
+- imports: the modules a headless run loads (the entry point, the host, the headless
+  front end and what they import);
+- settings: the user's and the workspace's settings read and merged;
+- flags: the command line parsed;
+- session setup: the tool registry, the policy engine (TOML policies, settings rules) and
+  the hooks (``session_setup``), inside ``prepare``;
+- the rest of ``prepare``: auth check, the model backend (the fake-responses file), the
+  environment context;
+- actors up: ``open_session`` returned (every actor of the session started, the recorder
+  first, ``OpenSession`` sent);
+- first turn: the prompt to the answer's ``TurnEnded`` and the session closed.
+
+Beside them, the floors: ``python -c pass`` (a process at all), one hop on a trio memory
+channel, one ``fsync`` of a small file. ``python -m tests.bench.bench_startup`` runs only
+these rows.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+# trio and the bench table are imported where they are used: in ``--phases`` the
+# imports phase starts before anything but the standard library is loaded.
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "scenarios" / "bench" / "hi.responses"
+RUNS = 7
+PHASES = ("imports", "settings", "flags", "session setup", "rest of prepare", "actors up", "first turn")
+
+
+def phases() -> dict[str, float]:
+    """Run a headless ``-p hi`` in this process; each phase's seconds."""
+    stamps: list[tuple[str, float]] = [("start", time.perf_counter())]
+
+    def stamp(name: str) -> None:
+        stamps.append((name, time.perf_counter()))
+
+    import actors.frontends  # noqa: F401  (the entry point, as `agentbus` imports it)
+    from actors.frontends.headless import _headless
+    from actors.host import opening
+    from actors.host.args import parse_headless
+    from actors.host.settings import workspace_settings
+
+    stamp("imports")
+    settings = workspace_settings()
+    stamp("settings")
+    args = parse_headless(["-p", "hi", "-m", "gemini-2.5-flash", "--fake-responses", str(FIXTURE), "-o", "json"])
+    stamp("flags")
+    real_setup = _headless.session_setup
+    setup_s: list[float] = []
+
+    def timed_setup(**kwargs: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return real_setup(**kwargs)
+        finally:
+            setup_s.append(time.perf_counter() - began)
+
+    _headless.session_setup = timed_setup  # type: ignore[assignment]
+    prepared = _headless.prepare(args, settings, stdin_text=None)
+    prepared_at = time.perf_counter()
+    real_open = opening.open_session
+    opened: list[float] = []
+
+    async def timed_open(*a: Any, **kw: Any) -> Any:
+        addrs = await real_open(*a, **kw)
+        opened.append(time.perf_counter())
+        return addrs
+
+    _headless.open_session = timed_open  # type: ignore[assignment]
+    import trio
+
+    began = time.perf_counter()
+    code = trio.run(_headless.run_prepared, prepared, io.StringIO(), io.StringIO())
+    ended = time.perf_counter()
+    assert code == 0, code
+    out = {name: t - stamps[i][1] for i, (name, t) in enumerate(stamps[1:])}
+    out["session setup"] = setup_s[0]
+    out["rest of prepare"] = prepared_at - stamps[-1][1] - setup_s[0]
+    out["actors up"] = opened[0] - began
+    out["first turn"] = ended - opened[0]
+    return out
+
+
+def _run_phases(ws: Path, env: dict[str, str]) -> tuple[dict[str, float], float]:
+    began = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.bench.bench_startup", "--phases"],
+        cwd=ws, env=env, capture_output=True, text=True, check=True,
+    )
+    wall = time.perf_counter() - began
+    return json.loads(done.stdout.strip().splitlines()[-1]), wall
+
+
+def _python_pass(ws: Path, env: dict[str, str]) -> float:
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], cwd=ws, env=env, check=True)
+    return time.perf_counter() - began
+
+
+async def _channel_hops(n: int) -> float:
+    import trio
+
+    send, receive = trio.open_memory_channel[int](1)
+    began = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+
+        async def drain() -> None:
+            for _ in range(n):
+                await receive.receive()
+
+        nursery.start_soon(drain)
+        for i in range(n):
+            await send.send(i)
+    return (time.perf_counter() - began) / n
+
+
+def _fsync(path: Path) -> float:
+    with open(path, "ab") as f:
+        f.write(b"x" * 200 + b"\n")
+        f.flush()
+        began = time.perf_counter()
+        os.fsync(f.fileno())
+        return time.perf_counter() - began
+
+
+def bench_startup() -> None:
+    import trio
+
+    from tests.bench._table import record
+
+    with tempfile.TemporaryDirectory(prefix="abstart") as tmp:
+        root = Path(tmp)
+        ws = root / "ws"
+        ws.mkdir()
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "HOME": str(root),
+            "GEMINI_CLI_HOME": str(root),
+            "AGENTBUS_DATA_DIR": str(root / "data"),
+        }
+        _run_phases(ws, env)  # warm the file cache
+        runs = [_run_phases(ws, env) for _ in range(RUNS)]
+        floor = statistics.median(_python_pass(ws, env) for _ in range(RUNS))
+        fsyncs = statistics.median(_fsync(root / "f") for _ in range(15))
+    hop = statistics.median(trio.run(_channel_hops, 20_000) for _ in range(3))
+    walls = [w for _, w in runs]
+    for name in PHASES:
+        record(f"start-up: {name} (median of {RUNS})", statistics.median(r[name] for r, _ in runs) * 1000, "ms")
+    in_process = statistics.median(sum(r.values()) for r, _ in runs) * 1000
+    record("start-up: all phases, in the process", in_process, "ms")
+    record(
+        "start-up: the process, wall (python + phases)",
+        statistics.median(walls) * 1000,
+        "ms",
+        baseline=floor * 1000,
+        target="baseline: python -c pass, the floor of any run",
+    )
+    record("floor: one trio memory-channel hop", hop * 1e6, "us")
+    record("floor: one fsync of a small file", fsyncs * 1000, "ms")
+
+
+BENCHMARKS = [bench_startup]
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--phases"]:
+        print(json.dumps(phases()))
+        sys.exit(0)
+    bench_startup()
