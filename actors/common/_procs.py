@@ -18,15 +18,21 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import psutil
+if TYPE_CHECKING:
+    import psutil
 
-_GONE = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+_GONE = ("zombie", "dead")
+"""``psutil.STATUS_ZOMBIE`` and ``STATUS_DEAD`` (psutil is imported when first used: a run
+that starts no process does not pay for it)."""
 
 
 def descendants(pid: int) -> list[psutil.Process]:
     """All descendants of ``pid``, parents before children (Gemini walks ``pgrep -P``);
     empty when ``pid`` is gone."""
+    import psutil
+
     try:
         return psutil.Process(pid).children(recursive=True)
     except (psutil.Error, OSError):
@@ -36,6 +42,8 @@ def descendants(pid: int) -> list[psutil.Process]:
 def group_members(pgid: int) -> list[int] | None:
     """The processes of group ``pgid`` that have not exited (zombies have); None when
     processes cannot be listed."""
+    import psutil
+
     try:
         pids = psutil.pids()
     except (psutil.Error, OSError):
@@ -69,6 +77,8 @@ def group_has_live_members(pgid: int) -> bool:
 def signal_group(pgid: int, sig: int, processes: Sequence[psutil.Process] = ()) -> None:
     """Send ``sig`` to the group, then to each of ``processes`` (children that left the
     group), deepest first; processes already gone (or whose PID was reused) are skipped."""
+    import psutil
+
     try:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
@@ -82,6 +92,8 @@ def signal_group(pgid: int, sig: int, processes: Sequence[psutil.Process] = ()) 
 
 def child_process_groups(pid: int | None = None) -> set[int]:
     """The process groups of ``pid``'s children (default: ours), other than our own."""
+    import psutil
+
     own = os.getpgrp()
     try:
         children = psutil.Process(os.getpid() if pid is None else pid).children()

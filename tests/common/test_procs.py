@@ -94,3 +94,14 @@ def test_signal_group_skips_processes_already_gone() -> None:
     remembered = psutil.Process(gone.pid)
     gone.wait(timeout=10)
     signal_group(gone.pid, signal.SIGTERM, [remembered])  # no error
+
+
+def test_psutil_loads_on_first_use() -> None:
+    """A headless run that starts no process does not import psutil (12 ms of start-up)."""
+    code = (
+        "import sys, actors.common, actors.frontends.headless._headless\n"
+        "assert 'psutil' not in sys.modules\n"
+        "import os; actors.common.descendants(os.getpid())\n"
+        "assert 'psutil' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
