@@ -257,6 +257,15 @@ class RunningBatch:
         except Exception as exc:  # as Gemini CLI's build(): a throwing check is the call's error
             return str(exc) or type(exc).__name__
 
+    def _shown(self, spec: ToolSpec, args: Any) -> Mapping[str, Any]:
+        """The tool's confirmation details, on the event loop as ``_check_args`` (they
+        are bounded: one file read up to a size, a diff with an edit budget). A tool
+        that fails to make them is still asked about, without them."""
+        try:
+            return spec.details(args, self.batch.approval_mode)
+        except Exception:
+            return {}
+
     async def _run_wave(self, members: list[_Call], pending: collections.deque[_Call]) -> None:
         # 1. BeforeTool hooks, then policy and approvals, for every call of the wave.
         for call in members:
@@ -453,7 +462,7 @@ class RunningBatch:
                     correlation_id=call.correlation_id,
                     name=call.name,
                     args=call.args,
-                    details={"type": _details_type(call.spec.kind), "title": call.spec.display_name},
+                    details={**self._shown(call.spec, call.args), **details},
                 )
             )
 

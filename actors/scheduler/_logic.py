@@ -33,6 +33,9 @@ class ToolSpec:
     validate: Callable[[Mapping[str, Any], str], str | None] = lambda args, approval_mode: None
     """Value checks after the schema check (the tool's own), in the batch's approval
     mode (plan mode changes where a write may go); an error message or None."""
+    details: Callable[[Mapping[str, Any], str], Mapping[str, Any]] = lambda args, approval_mode: {}
+    """What an approval shows of the call (the tool's confirmation details: a diff, the
+    whole command), in the batch's approval mode; added to ``ApprovalRequested.details``."""
 
 
 def is_parallelizable(name: str, args: Mapping[str, Any]) -> bool:

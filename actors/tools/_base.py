@@ -176,6 +176,17 @@ class SubagentAccess(Protocol):
         ...
 
 
+class ShowsConfirmation(Protocol):
+    """A tool whose approval shows what the call would do (Gemini CLI's
+    ``getConfirmationDetails``): an edit its diff, a shell call its whole command.
+
+    Called by the scheduler on its event loop before it asks, so what it reads and
+    computes must be bounded; its mapping (JSON values) goes into
+    ``ApprovalRequested.details`` next to the scheduler's ``type`` and ``title``."""
+
+    def confirmation_details(self, args: Mapping[str, Any], env: ToolEnv) -> Mapping[str, Any]: ...
+
+
 class Tool(Protocol):
     """A built-in tool."""
 

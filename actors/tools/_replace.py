@@ -58,12 +58,15 @@ from ._paths import (
     validate_path_access,
 )
 from ._write_file import (
+    APPROVAL_FILE_LIMIT,
     create_patch,
     detect_line_ending,
     detect_omission_placeholders,
     diff_context_snippet,
+    edit_confirmation,
     ensure_parent_dir,
     get_diff_stat,
+    larger_than_note,
     read_text_file,
     resolve_plan_path,
     write_text_file,
@@ -499,6 +502,23 @@ class EditTool:
         if old == new:
             return f"No file changes to {relative}"
         return f"{relative}: {_snippet_of(old)} => {_snippet_of(new)}"
+
+    def confirmation_details(self, args: Mapping[str, Any], env: ToolEnv) -> dict[str, Any]:
+        """What the approval shows: the diff of the edit against the file as it is (read
+        from the local disk, bounded: see ``edit_confirmation``); an edit that would fail
+        shows why in a ``note``."""
+        path = _resolved_or_raw(str(args.get("file_path", "")), env)
+        too_large = larger_than_note(path, APPROVAL_FILE_LIMIT)
+        if too_large:
+            return edit_confirmation(path, "", "", show_content=False, note=too_large)
+        try:
+            edit = _calculate(args, path)
+        except NodeFsError as exc:
+            return edit_confirmation(path, "", "", show_content=False, note=f"cannot read the file: {exc.message}")
+        if edit.error is not None:
+            return edit_confirmation(path, "", "", show_content=False, note=f"the edit would fail: {edit.error.display}")
+        original = None if edit.is_new_file else edit.current or ""
+        return edit_confirmation(path, original, edit.new_content, show_content=False)
 
     async def execute(
         self, args: Mapping[str, Any], env: ToolEnv, output: OutputSink | None = None

@@ -76,7 +76,7 @@ from typing import Any
 import attrs
 import trio
 
-from actors.common import js_trim, node_resolve, spawn_error, strip_shell_wrapper
+from actors.common import command_roots, js_trim, node_resolve, spawn_error, strip_shell_wrapper
 from bus.messages import ToolResult
 
 from ._base import OutputSink, Tool, ToolEnv
@@ -243,6 +243,18 @@ class ShellTool:
         if params.dir_path:
             return _check_path(node_resolve(str(env.workspace), params.dir_path), env)
         return None
+
+    def confirmation_details(self, args: Mapping[str, Any], env: ToolEnv) -> dict[str, Any]:
+        """What the approval shows: the whole command and its root commands (Gemini CLI's
+        ``command``, ``rootCommand``), the directory when it is not the workspace."""
+        params = _Params.from_args(args)
+        details: dict[str, Any] = {
+            "command": params.command,
+            "rootCommand": ", ".join(dict.fromkeys(command_roots(strip_shell_wrapper(params.command)))),
+        }
+        if params.dir_path:
+            details["dirPath"] = params.dir_path
+        return details
 
     def describe(self, args: Mapping[str, Any], env: ToolEnv) -> str:
         params = _Params.from_args(args)

@@ -116,17 +116,23 @@ def _build_values(last: _Comp | None, new: list[str], old: list[str]) -> list[Ch
     return out
 
 
+class DiffTooLarge(Exception):
+    """The diff needs more edits than the budget allows (jsdiff's ``maxEditLength``)."""
+
+
 @functools.lru_cache(maxsize=2)
-def _diff_lines_cached(old_str: str, new_str: str) -> tuple[Change, ...]:
-    return tuple(_myers(tokenize_lines(old_str), tokenize_lines(new_str)))
+def _diff_lines_cached(old_str: str, new_str: str, max_edit: int | None = None) -> tuple[Change, ...]:
+    return tuple(_myers(tokenize_lines(old_str), tokenize_lines(new_str), max_edit))
 
 
-def diff_lines(old_str: str, new_str: str) -> list[Change]:
-    """``Diff.diffLines(old, new)``: jsdiff's Myers diff over lines, same tie-breaks."""
-    return list(_diff_lines_cached(old_str, new_str))
+def diff_lines(old_str: str, new_str: str, max_edit: int | None = None) -> list[Change]:
+    """``Diff.diffLines(old, new)``: jsdiff's Myers diff over lines, same tie-breaks.
+    Raises ``DiffTooLarge`` when it needs more than ``max_edit`` edits (its time grows
+    with the number of edits times the length)."""
+    return list(_diff_lines_cached(old_str, new_str, max_edit))
 
 
-def _myers(old: list[str], new: list[str]) -> list[Change]:
+def _myers(old: list[str], new: list[str], budget: int | None = None) -> list[Change]:
     new_len, old_len = len(new), len(old)
     if not set(old).intersection(new):
         # Nothing in common: jsdiff removes everything, then adds everything.
@@ -159,6 +165,8 @@ def _myers(old: list[str], new: list[str]) -> list[Change]:
     min_diag = -max_edit - 2
     max_diag = max_edit + 2
     for edit in range(1, max_edit + 1):
+        if budget is not None and edit > budget:
+            raise DiffTooLarge(f"more than {budget} changed lines")
         for diagonal in range(max(min_diag, -edit), min(max_diag, edit) + 1, 2):
             remove_path = best[offset + diagonal - 1]
             add_path = best[offset + diagonal + 1]
@@ -214,10 +222,12 @@ class Hunk:
     lines: tuple[str, ...]
 
 
-def structured_patch(old_str: str, new_str: str, context: int = 3) -> list[Hunk]:
-    """``Diff.structuredPatch(...).hunks``."""
+def structured_patch(
+    old_str: str, new_str: str, context: int = 3, max_edit: int | None = None
+) -> list[Hunk]:
+    """``Diff.structuredPatch(...).hunks`` (``max_edit``: see ``diff_lines``)."""
     diff: list[tuple[Change, list[str]]] = [
-        (c, _split_patch_lines(c.value)) for c in diff_lines(old_str, new_str)
+        (c, _split_patch_lines(c.value)) for c in diff_lines(old_str, new_str, max_edit)
     ]
     diff.append((Change("", 0, False, False), []))
     hunks: list[Hunk] = []
@@ -273,16 +283,23 @@ def structured_patch(old_str: str, new_str: str, context: int = 3) -> list[Hunk]
 
 
 def create_patch(
-    file_name: str, old_str: str, new_str: str, old_header: str, new_header: str
+    file_name: str,
+    old_str: str,
+    new_str: str,
+    old_header: str,
+    new_header: str,
+    *,
+    max_edit: int | None = None,
 ) -> str:
-    """``Diff.createPatch(fileName, old, new, oldHeader, newHeader, {context: 3})``."""
+    """``Diff.createPatch(fileName, old, new, oldHeader, newHeader, {context: 3})``
+    (``max_edit``: see ``diff_lines``)."""
     out = [
         f"Index: {file_name}",
         "=" * 67,
         f"--- {file_name}\t{old_header}",
         f"+++ {file_name}\t{new_header}",
     ]
-    for hunk in structured_patch(old_str, new_str):
+    for hunk in structured_patch(old_str, new_str, max_edit=max_edit):
         old_start = hunk.old_start - 1 if hunk.old_lines == 0 else hunk.old_start
         new_start = hunk.new_start - 1 if hunk.new_lines == 0 else hunk.new_start
         out.append(f"@@ -{old_start},{hunk.old_lines} +{new_start},{hunk.new_lines} @@")
@@ -587,6 +604,20 @@ class WriteFileTool:
             return ""
         return f"Writing to {shorten_path(make_relative(_resolved(file_path, env), str(env.workspace)))}"
 
+    def confirmation_details(self, args: Mapping[str, Any], env: ToolEnv) -> dict[str, Any]:
+        """What the approval shows: the content and its diff against the file as it is
+        (read from the local disk, bounded: see ``edit_confirmation``)."""
+        path = _resolved(str(args.get("file_path", "")), env)
+        content = _corrected(str(args.get("content", "")), path, env)
+        too_large = larger_than_note(path, APPROVAL_FILE_LIMIT)
+        if too_large:
+            return edit_confirmation(path, "", content, show_content=True, note=too_large)
+        existing = _read_existing(path)
+        if existing.error is not None:
+            note = f"cannot read the file: {existing.error[0]}"
+            return edit_confirmation(path, "", content, show_content=True, note=note)
+        return edit_confirmation(path, existing.original if existing.exists else None, content, show_content=True)
+
     async def execute(
         self, args: Mapping[str, Any], env: ToolEnv, output: OutputSink | None = None
     ) -> ToolResult:
@@ -650,6 +681,76 @@ def resolve_write_path(file_path: str, env: ToolEnv) -> str:
     return resolve_tool_path(file_path, env)
 
 
+def _corrected(content: str, path: str, env: ToolEnv) -> str:
+    """The content written: unescaped for the models that over-escape (not JSON files)."""
+    if node_extname(path).lower() not in (".json", ".ipynb", ".jsonc", ".json5"):
+        unescaped = unescape_for_gemini_bug(content)
+        if unescaped != content and aggressive_unescape(env.model):
+            return unescaped
+    return content
+
+
+# --------------------------------------------------------------------------------------
+# What an approval shows (Gemini CLI's edit confirmation details, bounded for a message)
+
+APPROVAL_FILE_LIMIT = 256 * 1024
+"""Bytes of a file an approval reads to diff: the details are made on the scheduler's
+event loop, so what they read and compute is bounded."""
+APPROVAL_EDIT_BUDGET = 400
+"""Changed lines an approval's diff may take (its time grows with them)."""
+APPROVAL_TEXT_LIMIT = 32 * 1024
+"""Characters of a diff, or of new content, an approval message carries."""
+
+
+def cut_text(text: str, limit: int) -> tuple[str, int]:
+    """``text`` up to ``limit`` characters, cut after a whole line; and the number of
+    lines left out."""
+    if len(text) <= limit:
+        return text, 0
+    head = text[:limit]
+    end = head.rfind("\n")
+    head = head[: end + 1] if end >= 0 else head
+    rest = text[len(head) :]
+    return head, rest.count("\n") + (0 if rest.endswith("\n") else 1)
+
+
+def larger_than_note(path: str, limit: int) -> str:
+    """A note when the file at ``path`` is larger than ``limit`` bytes, else ``""``."""
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return ""
+    return f"the file is too large to show a diff ({size} bytes)" if size > limit else ""
+
+
+def edit_confirmation(
+    path: str, original: str | None, proposed: str, *, show_content: bool, note: str = ""
+) -> dict[str, Any]:
+    """Confirmation details of a file change (Gemini CLI's ``fileName``, ``filePath``,
+    ``fileDiff``, ``isNewFile``; ``newContent`` when ``show_content`` or the file is
+    new). ``original`` None: the file does not exist. Bounded: the diff and the content
+    are cut after ``APPROVAL_TEXT_LIMIT`` characters (``fileDiffOmittedLines``,
+    ``newContentOmittedLines`` say how many lines were left out); a diff that would take
+    more than ``APPROVAL_EDIT_BUDGET`` changed lines, or ``note``, replaces the diff by a
+    ``note``."""
+    file_name = posixpath.basename(path)
+    details: dict[str, Any] = {"fileName": file_name, "filePath": path, "isNewFile": original is None}
+    if show_content or original is None:
+        details["newContent"], details["newContentOmittedLines"] = cut_text(proposed, APPROVAL_TEXT_LIMIT)
+    if note or len(proposed) > APPROVAL_FILE_LIMIT:
+        details["note"] = note or f"the new content is too large to show a diff ({len(proposed)} characters)"
+        return details
+    try:
+        diff = create_patch(
+            file_name, original or "", proposed, "Current", "Proposed", max_edit=APPROVAL_EDIT_BUDGET
+        )
+    except DiffTooLarge:
+        details["note"] = f"the diff is too large to show (more than {APPROVAL_EDIT_BUDGET} changed lines)"
+        return details
+    details["fileDiff"], details["fileDiffOmittedLines"] = cut_text(diff, APPROVAL_TEXT_LIMIT)
+    return details
+
+
 def _run_write(args: dict[str, Any], env: ToolEnv) -> ToolResult:
     path = _resolved(str(args.get("file_path", "")), env)
     try:
@@ -670,11 +771,7 @@ def _run_write(args: dict[str, Any], env: ToolEnv) -> ToolResult:
         )
         return error_result(message, message, "file_write_failure")
 
-    corrected = content
-    if node_extname(path).lower() not in (".json", ".ipynb", ".jsonc", ".json5"):
-        unescaped = unescape_for_gemini_bug(content)
-        if unescaped != content and aggressive_unescape(env.model):
-            corrected = unescaped
+    corrected = _corrected(content, path, env)
     original = existing.original
     is_new = not existing.exists
 
