@@ -175,6 +175,14 @@ def tool_specs(cfg: SessionConfig, addrs: SessionAddresses) -> dict[str, ToolSpe
             env = cfg.env if approval_mode in ("", cfg.env.approval_mode) else attrs.evolve(cfg.env, approval_mode=approval_mode)
             return tool.validate(args, env)
 
+        def details(args: Mapping[str, Any], approval_mode: str, tool: Tool = tool) -> Mapping[str, Any]:
+            shows = getattr(tool, "confirmation_details", None)  # tools._base.ShowsConfirmation
+            if shows is None:
+                return {}
+            env = cfg.env if approval_mode in ("", cfg.env.approval_mode) else attrs.evolve(cfg.env, approval_mode=approval_mode)
+            shown: Mapping[str, Any] = shows(args, env)
+            return shown
+
         specs[name] = ToolSpec(
             name=name,
             display_name=tool.display_name,
@@ -182,6 +190,7 @@ def tool_specs(cfg: SessionConfig, addrs: SessionAddresses) -> dict[str, ToolSpe
             schema=decl.get("parametersJsonSchema") or decl.get("parameters") or {"type": "object"},
             executor=addrs.executors[cfg.executor_of(tool)],
             validate=validate,
+            details=details,
         )
     return specs
 
