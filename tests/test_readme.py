@@ -47,6 +47,10 @@ EXPECT: dict[str, tuple[int, tuple[str, ...]]] = {
     "agentbus replay scenarios/recorded/waves-read-write #": (0, ("> read_file a.txt", "c.txt now holds both words.")),
     "agentbus replay scenarios/recorded/waves-read-write --check": (0, ("check OK: 65 messages in 1 process",)),
     "agentbus replay scenarios/demo-fix-mean --tools live": (0, ("`python3 -m unittest`: OK",)),
+    "agentbus replay scenarios/recorded/waves-read-write --trace": (
+        0,
+        ("wrote /tmp/waves-read-write.trace.json: 36 slices on 10 tracks, 1 process",),
+    ),
 }
 
 

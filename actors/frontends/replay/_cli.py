@@ -13,6 +13,12 @@ FILE is one of:
   replayed, else its prompt runs against its ``fake.responses`` in a copy of its
   ``workspace``).
 
+``--trace OUT.json`` writes a recording (a scenario folder's) as a timeline instead of
+replaying it: the Chrome trace event format, which Perfetto and ``chrome://tracing``
+open (``_trace``; ``-`` writes it to stdout). With ``--check`` the recording is also
+replayed and checked, as without ``--trace``; the trace is written first, so a replay
+that differs can be looked at.
+
 The file is only ever read. Exit codes: 0, 1 (divergence, stall, or the session's own
 failure exit code for fresh runs), 2 (bad arguments or input).
 """
@@ -40,6 +46,7 @@ from actors.frontends.replay._run import (
     check_supported,
     replay_recording,
 )
+from actors.frontends.replay._trace import trace_document
 from actors.frontends.replay._view import HeadlessView, HumanView, View
 from actors.host.flags import APPROVAL_MODES
 from actors.recording import Recording, RecordingError, TornLine, is_recording_line, load_recording
@@ -75,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="human",
         help="human (default): the session as a person would follow it; text, json, stream-json: "
         "headless output; none: nothing (with --check, only the verdict)",
+    )
+    p.add_argument(
+        "--trace",
+        metavar="OUT.json",
+        help="write the recording as a timeline (Chrome trace events: Perfetto, chrome://tracing) to OUT.json "
+        "('-': stdout) instead of replaying it; with --check, it is replayed and checked as well",
     )
     p.add_argument("-p", "--prompt", help="the prompt (fake-responses files; a scenario folder's own by default)")
     p.add_argument("-m", "--model", help="the model (fake-responses files)")
@@ -271,6 +284,8 @@ def _broken_pipe(exc: BaseException) -> bool:
 
 def _dispatch(path: Path, ns: argparse.Namespace, workspace: Path | None, out: TextIO, err: TextIO) -> int:
     kind = sniff(path)
+    if ns.trace is not None:
+        return _trace(path, kind, ns, workspace, out, err)
     if kind == "scenario":
         scenario = _read_scenario(path)
         recorded = path / str(scenario.get("recording", "recording.jsonl"))
@@ -314,13 +329,66 @@ def _read_scenario(folder: Path) -> dict[str, Any]:
     return data
 
 
-def _replay_path(path: Path, ns: argparse.Namespace, workspace: Path | None, out: TextIO, err: TextIO) -> int:
+def _load(path: Path, err: TextIO) -> Recording:
     def report(torn: TornLine) -> None:
         err.write(f"agentbus replay: {path}:{torn.line}: {torn.reason}; ignored\n")
 
     recording = load_recording(path, on_torn=report)
     if not recording.envelopes:
         raise ReplayInputError(f"{path}: the recording has no messages")
+    return recording
+
+
+def _trace(path: Path, kind: str, ns: argparse.Namespace, workspace: Path | None, out: TextIO, err: TextIO) -> int:
+    if kind == "fake-responses":
+        raise ReplayInputError(f"{path}: --trace needs a recording, not a fake-responses file")
+    if kind == "scenario":
+        scenario = _read_scenario(path)
+        path = path / str(scenario.get("recording", "recording.jsonl"))
+        if not path.is_file():
+            raise ReplayInputError(f"{path.parent}: --trace needs a recording ({path} does not exist)")
+        ws_default = path.parent / str(scenario.get("workspace", "workspace"))
+        if workspace is None and ns.tools == "live" and ws_default.is_dir():
+            workspace = ws_default
+    recording = _load(path, err)
+    document = trace_document(recording)
+    write_trace(document, ns.trace, out)
+    events = document["traceEvents"]
+    slices = sum(1 for e in events if e["ph"] == "X")
+    tracks = sum(1 for e in events if e["ph"] == "M" and e["name"] == "thread_name")
+    parts = len(recording.segments)
+    where = "stdout" if ns.trace == "-" else ns.trace
+    err.write(
+        f"agentbus replay: wrote {where}: {slices} slices on {tracks} tracks, {parts} "
+        f"process{'es' if parts != 1 else ''}; open it in https://ui.perfetto.dev or chrome://tracing\n"
+    )
+    if not ns.check:
+        return 0
+    code, _result = replay_file(
+        recording, check=True, tools_mode=ns.tools, workspace=workspace, fmt=ns.output_format, out=out, err=err
+    )
+    return code
+
+
+def write_trace(document: dict[str, Any], target: str, out: TextIO) -> None:
+    """The trace as one JSON document to ``target`` (``-``: ``out``), replacing it whole:
+    a write that fails leaves what was there; raises ``ReplayInputError``."""
+    text = json.dumps(document, ensure_ascii=False, separators=(",", ":")) + "\n"
+    if target == "-":
+        out.write(text)
+        return
+    dest = Path(target)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, dest)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ReplayInputError(f"{target}: cannot write the trace: {exc.strerror or exc}") from None
+
+
+def _replay_path(path: Path, ns: argparse.Namespace, workspace: Path | None, out: TextIO, err: TextIO) -> int:
+    recording = _load(path, err)
     code, _result = replay_file(
         recording, check=ns.check, tools_mode=ns.tools, workspace=workspace, fmt=ns.output_format, out=out, err=err
     )
