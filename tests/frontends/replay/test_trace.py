@@ -19,6 +19,20 @@ from hypothesis import strategies as st
 from actors.frontends.replay import main
 from actors.frontends.replay._trace import trace_document, trace_events
 from actors.recording import RecordedLine, Recording, Segment, load_recording
+from bus import Envelope
+from bus.messages import (
+    ApiError,
+    GenerateRequest,
+    HookRan,
+    HooksFinished,
+    ModelFailed,
+    ModelFinished,
+    RunHooks,
+    RunTool,
+    StartTurn,
+    ToolFinished,
+    ToolResult,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 RECORDED = ROOT / "scenarios" / "recorded"
@@ -364,3 +378,126 @@ def test_trace_of_a_recording_with_a_torn_last_line(tmp_path: Path) -> None:
     assert code == 0
     assert f"{path}:{text.count(chr(10)) + 1}: torn last line" in err
     assert_well_formed(json.loads(target.read_text())["traceEvents"])
+
+
+# -- what the recorded scenarios do not have: hooks, concurrent requests, a crash ------------
+
+SID = "s1"
+
+
+def synthetic(*steps: tuple[str, str | None, Any]) -> Recording:
+    """Lines stamped 1 ms apart: (sender, recipient, message)."""
+    lines = tuple(
+        RecordedLine(
+            line=i + 2,
+            env=Envelope(seq=i + 1, session_id=SID, sender=sender, recipient=to, message=message),
+            wall=f"2026-11-25T10:00:00.{i:03d}Z",
+        )
+        for i, (sender, to, message) in enumerate(steps)
+    )
+    return Recording(
+        path=Path("synthetic"), segments=(Segment(meta={"pid": 7}, meta_line=1, lines=lines),)
+    )
+
+
+def test_hooks_concurrent_requests_and_a_crash_mid_turn() -> None:
+    turn, gw, loops, hooks, ex = (
+        f"turn:{SID}",
+        "gateway",
+        f"loops:{SID}",
+        f"hooks:{SID}",
+        f"exec.shell:{SID}",
+    )
+    recording = synthetic(
+        (
+            f"session:{SID}",
+            turn,
+            StartTurn(session_id=SID, turn_id="t1", prompt_id="p", model="m", approval_mode="yolo"),
+        ),
+        (
+            turn,
+            hooks,
+            RunHooks(session_id=SID, request_id="h1", reply_to=turn, event="BeforeModel"),
+        ),
+        (
+            hooks,
+            None,
+            HookRan(
+                session_id=SID, request_id="h1", event="BeforeModel", name="audit", success=True
+            ),
+        ),
+        (hooks, turn, HooksFinished(session_id=SID, request_id="h1", event="BeforeModel", ran=1)),
+        (
+            turn,
+            gw,
+            GenerateRequest(
+                session_id=SID,
+                request_id="r1",
+                reply_to=turn,
+                method="generateContentStream",
+                model="m",
+            ),
+        ),
+        (
+            loops,
+            gw,
+            GenerateRequest(
+                session_id=SID,
+                request_id="r2",
+                reply_to=loops,
+                method="generateContent",
+                model="m",
+                role="loop_check",
+            ),
+        ),
+        (gw, turn, ModelFinished(session_id=SID, request_id="r1", model="m")),
+        (
+            f"scheduler:{SID}",
+            ex,
+            RunTool(session_id=SID, call_id="c1", reply_to=f"scheduler:{SID}", name="sh"),
+        ),
+        (
+            f"scheduler:{SID}",
+            ex,
+            RunTool(session_id=SID, call_id="c2", reply_to=f"scheduler:{SID}", name="sh"),
+        ),
+        (ex, f"scheduler:{SID}", ToolFinished(session_id=SID, call_id="c1", result=ToolResult())),
+        (
+            gw,
+            loops,
+            ModelFailed(
+                session_id=SID, request_id="r2", model="m", error=ApiError(message="quota")
+            ),
+        ),
+        # the process dies here: the turn, the second run and nothing else are unfinished
+    )
+    events = trace_events(recording)
+    assert_well_formed(events)
+    names = set(threads(events).values())
+    assert {
+        "turn",
+        "gateway",
+        "gateway (2)",
+        "hooks",
+        "exec.shell",
+        "exec.shell (2)",
+        "loops",
+    } <= names
+    assert [(e["name"], e["args"].get("ran")) for e in slices(events, "hooks")] == [
+        ("hooks · BeforeModel", 1)
+    ]
+    assert any(e["ph"] == "i" and e["name"] == "hook ran · audit" for e in events)
+    waits = [e["name"] for e in slices(events, "turn")]
+    assert waits == ["turn 1 (unfinished)", "hooks · BeforeModel", "model"]
+    failed = next(e for e in slices(events, "gateway") if e["args"]["request_id"] == "r2")
+    assert (failed["name"], failed["args"]["outcome"], failed["args"]["error"]) == (
+        "model · loop_check",
+        "failed",
+        "quota",
+    )
+    unfinished = [e for e in events if e["ph"] == "X" and e["args"].get("unfinished")]
+    assert sorted(e["name"] for e in unfinished) == ["sh (unfinished)", "turn 1 (unfinished)"]
+    last = max(e["ts"] + e.get("dur", 0) for e in events if "ts" in e)
+    assert all(e["ts"] + e["dur"] == last for e in unfinished)
+    (process,) = [e for e in events if e["ph"] == "M" and e["name"] == "process_name"]
+    assert process["args"]["name"] == "agentbus session s1 · process 1 (pid 7)"
