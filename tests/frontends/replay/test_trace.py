@@ -447,7 +447,7 @@ def test_hooks_concurrent_requests_and_a_crash_mid_turn() -> None:
                 reply_to=loops,
                 method="generateContent",
                 model="m",
-                role="loop_check",
+                role="loop_detector",
             ),
         ),
         (gw, turn, ModelFinished(session_id=SID, request_id="r1", model="m")),
@@ -491,7 +491,7 @@ def test_hooks_concurrent_requests_and_a_crash_mid_turn() -> None:
     assert waits == ["turn 1 (unfinished)", "hooks · BeforeModel", "model"]
     failed = next(e for e in slices(events, "gateway") if e["args"]["request_id"] == "r2")
     assert (failed["name"], failed["args"]["outcome"], failed["args"]["error"]) == (
-        "model · loop_check",
+        "model · loop_detector",
         "failed",
         "quota",
     )
