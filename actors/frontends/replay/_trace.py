@@ -31,8 +31,9 @@ messages                                           on the timeline
 ``GenerateRequest`` → ``ModelFinished`` /              slice ``model · <role>`` on the gateway,
 ``ModelFailed`` / ``GenerationCancelled``              its attempts as child slices when
                                                        ``ModelRetrying`` split it (and an
-                                                       instant per retry); slice ``model`` on S
-                                                       (the turn waiting)
+                                                       instant per retry; each ``ModelChunk``
+                                                       counted in its args); slice ``model``
+                                                       on S (the turn waiting)
 ``ScheduleBatch`` → ``BatchSettled``                   slice ``batch · N calls`` on the
                                                        scheduler, children ``validate`` then
                                                        ``wave W`` (the wave's first status to
@@ -101,6 +102,7 @@ from bus.messages import (
     HookRan,
     HooksFinished,
     LoopVerdict,
+    ModelChunk,
     ModelFailed,
     ModelFinished,
     ModelRetrying,
@@ -438,6 +440,10 @@ class _Builder:
                         "model",
                         request_id=m.request_id,
                     )
+            case ModelChunk():
+                streaming = self.open.get(("model", m.request_id))
+                if streaming is not None:
+                    streaming.args["chunks"] = streaming.args.get("chunks", 0) + 1
             case ModelRetrying():
                 opened = self.open.get(("model", m.request_id))
                 if opened is not None:

@@ -208,6 +208,12 @@ def test_a_retried_request_has_its_attempts_and_the_retry_as_an_instant() -> Non
     events = trace_events(load("retry-invalid-stream"))
     gateway = [e["name"] for e in slices(events, "gateway")]
     assert gateway == ["model · main", "attempt 1", "attempt 2"]
+    chunks = [
+        r
+        for r in load("retry-invalid-stream").lines
+        if type(r.env.message).__name__ == "ModelChunk"
+    ]
+    assert slices(events, "gateway")[0]["args"]["chunks"] == len(chunks) > 0
     assert any(e["ph"] == "i" and e["name"] == "retry 1 · NO_FINISH_REASON" for e in events)
 
 
@@ -367,6 +373,16 @@ def test_trace_of_what_is_not_a_recording(tmp_path: Path) -> None:
         f"agentbus replay: {fake}: --trace needs a recording, not a fake-responses file\n",
     )
     assert not (tmp_path / "t.json").exists()
+
+
+def test_trace_of_a_scenario_folder_without_a_recording(tmp_path: Path) -> None:
+    folder = ROOT / "scenarios" / "demo-fix-mean"
+    code, _, err = replay(str(folder), "--trace", str(tmp_path / "t.json"))
+    assert code == 2
+    assert err == (
+        f"agentbus replay: {folder}: --trace needs a recording "
+        f"({folder / 'recording.jsonl'} does not exist)\n"
+    )
 
 
 def test_trace_of_a_recording_with_a_torn_last_line(tmp_path: Path) -> None:
