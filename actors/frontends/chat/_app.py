@@ -24,8 +24,8 @@ from typing import Any, TextIO
 import attrs
 import trio
 
-from actors.frontends.chat._lines import LineSource
-from actors.frontends.chat._render import Renderer, parse_answer
+from actors.frontends.chat._lines import LineSource, SingleKey
+from actors.frontends.chat._render import ANSWER_WORDS, ANSWERS, VIEW_KEY, Renderer, parse_answer
 from actors.frontends.daemon.client import DaemonClient, DaemonError
 from actors.host.user_calls import parse_tool_call
 from bus import Envelope
@@ -39,6 +39,12 @@ from bus.messages import (
 )
 
 EVENTS_GRACE_S = 2.0
+ANSWER_KEYS = frozenset({*(a for a in ANSWERS if len(a) == 1), VIEW_KEY})
+"""Keys that answer a waiting approval at once on a terminal (``y``, ``a``, ``n``, 1-3,
+and ``v`` to view all of a diff or content shown in part)."""
+KEY_WORDS = {"y": "es", "n": "o", "a": "lways"}
+"""The rest of the word a single-key answer begins: typed on after it out of habit
+(``yes`` Enter), it is dropped rather than sent as a prompt."""
 
 HELP = """Commands:
   /sessions            sessions of this workspace (running, dormant, recorded)
@@ -95,6 +101,8 @@ class ChatApp:
         """The session's approvals seen asked or settled since we subscribed."""
         self.questions_seen = trio.Event()
         self.questions_seen.set()
+        self.after_key = ""
+        """The rest of the word of the last single-key answer (see ``KEY_WORDS``)."""
         self._nursery: trio.Nursery | None = None
 
     # -- output -----------------------------------------------------------------------------------------
@@ -112,6 +120,10 @@ class ChatApp:
             typed = self.lines.pending_text()
             self.write(self.render.ensure_line_start() + self.render.style("> ", "bold", "blue") + typed)
             self.render.mid_line = True
+
+    def _sync_keys(self) -> None:
+        """Single keys answer while an approval waits (on a terminal)."""
+        self.lines.keys = ANSWER_KEYS if self.render.pending else frozenset()
 
     def _is_idle(self) -> bool:
         return not self.my_prompts and not self.tool_calls and not self.render.busy
@@ -174,6 +186,7 @@ class ChatApp:
         self.render.busy = s.busy
         self._update_idle()  # a turn that runs (maybe waiting on an approval) is waited for
         self.render.pending.clear()
+        self._sync_keys()
         self.questions.clear()
         verb = "resumed" if ready.resumed or from_seq is None else "new"
         self.line(
@@ -202,7 +215,10 @@ class ChatApp:
                 if isinstance(msg, ApprovalRequested | ApprovalSettled):
                     self.questions.add(msg.correlation_id)
                     self.unseen_questions.discard(msg.correlation_id)
+            if isinstance(event, Envelope) and isinstance(event.message, ApprovalRequested):
+                self.render.width = terminal_width(self.out)
             self.write(self.render.on(event, now=trio.current_time()))
+            self._sync_keys()
             if not self.unseen_questions:
                 self.questions_seen.set()
             self.rendered.set()
@@ -261,24 +277,50 @@ class ChatApp:
                 # End of input (a pipe, Ctrl-D): let what runs finish, then leave.
                 await self.idle.wait()
                 return 0
+            if isinstance(line, SingleKey):
+                await self._key_typed(line)
+                continue
             self.render.mid_line = False  # the terminal echoed the newline
+            after_key, self.after_key = self.after_key, ""
+            if after_key and line.strip().lower() in (after_key, ""):
+                continue  # "yes" and Enter typed out of habit after "y" answered
             if await self._line_typed(line) == "quit":
                 return 0
+
+    async def _key_typed(self, key: str) -> None:
+        """A single key typed while an approval waited (not echoed: say what it did)."""
+        self.interrupts = 0
+        if not self.render.pending:  # settled meanwhile (another client answered)
+            return
+        if key == VIEW_KEY:
+            self.write(self.render.style("view all", "bold") + "\n" + self.render.approval_view())
+            return
+        outcome = parse_answer(key)
+        if outcome is not None:
+            self.write(self.render.style(ANSWER_WORDS.get(outcome, outcome), "bold") + "\n")
+            self.after_key = KEY_WORDS.get(key, "")
+            await self._answer(outcome)
+
+    async def _answer(self, outcome: str) -> None:
+        req = self.render.pending[0]
+        try:
+            await self.client.answer(self.session_id, req.correlation_id, outcome)
+        except DaemonError as exc:
+            self.line(f"error: {exc.message}", "red")
 
     async def _line_typed(self, text: str) -> str | None:
         self.interrupts = 0
         stripped = text.strip()
         await self.questions_seen.wait()
         if self.render.pending:
+            if stripped.lower() == VIEW_KEY:
+                self.write(self.render.approval_view())
+                return None
             outcome = parse_answer(stripped)
             if outcome is None:
-                self.write(self.render.approval_prompt())
+                self.write(self.render.approval_prompt(full=False))
                 return None
-            req = self.render.pending[0]
-            try:
-                await self.client.answer(self.session_id, req.correlation_id, outcome)
-            except DaemonError as exc:
-                self.line(f"error: {exc.message}", "red")
+            await self._answer(outcome)
             return None
         if not stripped:
             self.prompt_marker()
@@ -400,6 +442,14 @@ def tool_names() -> list[str]:
 
         _TOOL_NAMES.extend(t.name for t in builtin_tools())
     return _TOOL_NAMES
+
+
+def terminal_width(stream: TextIO) -> int:
+    """The width of the terminal ``stream`` writes to (80 when it is not one)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (OSError, ValueError, AttributeError):
+        return 80
 
 
 def use_colour(stream: TextIO, environ: dict[str, str] | None = None) -> bool:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import sys
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
@@ -32,9 +33,19 @@ Completer = Callable[[str, int, int], list[str]]
 """``(line, begidx, endidx) -> candidates`` (see ``_complete.complete``)."""
 
 
+class SingleKey(str):
+    """A key that answered at once, without Enter (not echoed: the chat says what it
+    meant)."""
+
+
 class LineSource(Protocol):
+    keys: frozenset[str]
+    """Keys that answer at once, without Enter, when typed first on a line (an approval
+    waits); set by the chat. Only a terminal honours them; a pipe reads lines."""
+
     async def read_line(self) -> str | None:
-        """The next line without its newline; None at the end of input."""
+        """The next line without its newline (a ``SingleKey`` for one of ``keys``);
+        None at the end of input."""
         ...
 
     def pending_text(self) -> str:
@@ -47,6 +58,7 @@ class StreamLines:
 
     def __init__(self, stream: trio.abc.ReceiveStream) -> None:
         self.stream = stream
+        self.keys: frozenset[str] = frozenset()
         self._buf = bytearray()
         self._eof = False
 
@@ -82,6 +94,9 @@ class ReadlineLines:
 
         self._readline: Any = readline
         self._completer = completer
+        self.keys: frozenset[str] = frozenset()
+        self._reading = False
+        """readline reads a line (else its buffer holds the last one)."""
         self._matches: list[str] = []
         if "libedit" in (readline.__doc__ or ""):
             readline.parse_and_bind("bind ^I rl_complete")
@@ -101,11 +116,73 @@ class ReadlineLines:
         return self._matches[state] if state < len(self._matches) else None
 
     async def read_line(self) -> str | None:
-        return await trio.to_thread.run_sync(_read_one, abandon_on_cancel=True)
+        return await trio.to_thread.run_sync(self._read, abandon_on_cancel=True)
 
     def pending_text(self) -> str:
-        text: str = self._readline.get_line_buffer()
+        text: str = self._readline.get_line_buffer() if self._reading else ""
         return text
+
+    def _read(self) -> str | None:
+        """In the worker thread: wait for the first key of a line outside readline (the
+        terminal without echo or line editing, so a key is seen as typed). If an approval
+        waits (``keys``) and the key is an answer, that is the line; otherwise readline
+        reads the line, starting with what was typed."""
+        first = _first_key(sys.stdin.fileno(), lambda: self.keys)
+        if isinstance(first, SingleKey):
+            return first
+        rl = self._readline
+
+        def prefill() -> None:
+            rl.insert_text(first)
+            rl.redisplay()
+
+        if first:
+            rl.set_pre_input_hook(prefill)
+        self._reading = True
+        try:
+            return _read_one()
+        finally:
+            self._reading = False
+            if first:
+                rl.set_pre_input_hook(None)
+
+
+def _first_key(fd: int, keys: Callable[[], frozenset[str]]) -> str:
+    """Wait until a key is typed. With no ``keys`` wanted, leave it unread (readline
+    reads it) and return ``""``. Else read it: one of ``keys`` (any case) is returned as
+    a ``SingleKey``, printable text as itself (the line starts with it); anything else
+    (arrows, Enter, control keys) is ignored while an answer is wanted.
+
+    Meanwhile the terminal is without echo and line buffering (``ISIG`` kept: Ctrl-C is
+    still SIGINT); its mode is restored before readline starts (readline echoes only
+    what it finds the terminal echoing)."""
+    import termios
+
+    original = termios.tcgetattr(fd)
+    mode = termios.tcgetattr(fd)
+    mode[3] &= ~(termios.ICANON | termios.ECHO)
+    mode[6][termios.VMIN], mode[6][termios.VTIME] = 1, 0
+    termios.tcsetattr(fd, termios.TCSANOW, mode)
+    try:
+        while True:
+            select.select([fd], [], [])
+            wanted = keys()
+            if not wanted:
+                return ""
+            raw = os.read(fd, 1)  # one key: what follows it (type-ahead, a paste) waits
+            if raw == b"\x1b":  # an arrow or function key: its sequence is dropped
+                while select.select([fd], [], [], 0)[0] and os.read(fd, 16):
+                    pass
+                continue
+            if raw and raw[0] >= 0xC0:  # the rest of a UTF-8 character
+                raw += os.read(fd, 1 if raw[0] < 0xE0 else 2 if raw[0] < 0xF0 else 3)
+            typed = well_formed(raw.decode("utf-8", "replace"))
+            if typed.lower() in wanted:
+                return SingleKey(typed.lower())
+            if typed.isprintable():
+                return typed
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, original)
 
 
 def _read_one() -> str | None:
@@ -147,4 +224,4 @@ async def open_lines(completer: Completer, *, use_readline: bool) -> AsyncIterat
         yield StreamLines(stream)
 
 
-__all__ = ["LineSource", "ReadlineLines", "StreamLines", "open_lines", "readline_usable"]
+__all__ = ["LineSource", "ReadlineLines", "SingleKey", "StreamLines", "open_lines", "readline_usable"]

@@ -15,6 +15,7 @@ full.
 from __future__ import annotations
 
 import json
+import textwrap
 from collections import deque
 from typing import Any
 
@@ -76,6 +77,12 @@ ANSWERS = {
     "3": "cancel",
 }
 APPROVAL_HINT = "[y]es once / [a]lways / [n]o"
+ANSWER_WORDS = {"proceed_once": "yes, once", "proceed_always": "yes, always", "cancel": "no"}
+"""What the chat writes after a single-key answer (the key itself is not echoed)."""
+VIEW_KEY = "v"
+"""Shows all of what an approval shows only in part."""
+APPROVAL_LINES = 20
+"""Lines of a diff or of new content an approval shows before ``v`` shows them all."""
 EXCERPT = 30
 """Characters of discarded text quoted when a retry discards it."""
 SYMBOLS = {"success": "✓", "error": "✗", "cancelled": "⊘", "executing": "⏺"}
@@ -112,6 +119,8 @@ class Renderer:
     retry_note: ModelRetrying | None = None
     """A mid-stream retry the gateway announced, shown with the turn's ``StreamRetried``
     (which comes after the failed attempt's last text)."""
+    width: int = 80
+    """The terminal's width (a long command is wrapped to it)."""
 
     # -- styling -------------------------------------------------------------------------------------
     def style(self, text: str, *names: str) -> str:
@@ -335,15 +344,82 @@ class Renderer:
     def describe(self, call: _Call) -> str:
         return self.style(call.name, "bold") + _args_summary(call.name, call.args)
 
-    def approval_prompt(self) -> str:
+    def approval_prompt(self, *, full: bool = True) -> str:
+        """The first waiting approval: its question, what it approves (a diff, the new
+        content, the whole command; ``full``: not when only the question is asked
+        again), and the answers."""
         if not self.pending:
             return ""
         req = self.pending[0]
-        title = str(thaw(req.details).get("title") or req.name) if isinstance(thaw(req.details), dict) else req.name
+        details = thaw(req.details)
+        details = details if isinstance(details, dict) else {}
+        title = str(details.get("title") or req.name)
         summary = _args_summary(req.name, thaw(req.args))
-        return self._line(self.style("? ", "yellow", "bold") + f"Allow {title}{summary}?") + self.style(
-            f"  {APPROVAL_HINT}: ", "yellow"
-        )
+        command = details.get("command")
+        block = ""
+        if isinstance(command, str) and command and (
+            "\n" in command or len(f"? Allow {title} {command}?") > self.width or summary != f" {command}"
+        ):
+            summary = " this command"
+            block = self._command_block(command, details.get("dirPath"))
+        elif full:
+            block = self._edit_block(details, limit=APPROVAL_LINES)
+        question = self._line(self.style("? ", "yellow", "bold") + f"Allow {title}{summary}?")
+        return question + (block if full or command else "") + self.style(f"  {APPROVAL_HINT}: ", "yellow")
+
+    def approval_view(self) -> str:
+        """All that the first waiting approval carries of its diff or content (``v``),
+        then its answers again."""
+        if not self.pending:
+            return ""
+        details = thaw(self.pending[0].details)
+        block = self._edit_block(details if isinstance(details, dict) else {}, limit=None)
+        return self._break() + block + self.style(f"  {APPROVAL_HINT}: ", "yellow")
+
+    def _command_block(self, command: str, dir_path: Any) -> str:
+        room = max(20, self.width - 4)
+        lines = [
+            piece
+            for line in command.split("\n")
+            for piece in (textwrap.wrap(line, room, break_on_hyphens=False, replace_whitespace=False) or [""])
+        ]
+        out = "".join(self.style(f"    {piece}", "bold") + "\n" for piece in lines)
+        if isinstance(dir_path, str) and dir_path:
+            out += self.style(f"    (in {dir_path})", "dim") + "\n"
+        return out
+
+    def _edit_block(self, details: dict[str, Any], *, limit: int | None) -> str:
+        """An edit's diff (hunks, coloured), or a new file's content; ``limit`` lines,
+        then how many more ``v`` shows."""
+        diff, content = details.get("fileDiff"), details.get("newContent")
+        rows: list[str]
+        omitted_key = "fileDiffOmittedLines"
+        if details.get("isNewFile") and isinstance(content, str):
+            rows = [self.style("  │ ", "dim") + line for line in content.rstrip("\n").split("\n")]
+            omitted_key = "newContentOmittedLines"
+        elif isinstance(diff, str) and diff:
+            rows = [self._diff_row(line) for line in _hunk_lines(diff)]
+        elif isinstance(content, str):  # no diff (the file is too large): the content
+            rows = [self.style("  │ ", "dim") + line for line in content.rstrip("\n").split("\n")]
+            omitted_key = "newContentOmittedLines"
+        else:
+            rows = []
+        out = "".join(f"{row}\n" for row in (rows if limit is None else rows[:limit]))
+        if limit is not None and len(rows) > limit:
+            more = len(rows) - limit
+            out += self.style(f"  … {more} more line{'s' if more != 1 else ''} (press {VIEW_KEY} to view all)", "dim") + "\n"
+        else:
+            unsent = details.get(omitted_key)
+            if isinstance(unsent, int) and unsent > 0:
+                out += self.style(f"  … {unsent} more line{'s' if unsent != 1 else ''} not shown (too long)", "dim") + "\n"
+        note = details.get("note")
+        if isinstance(note, str) and note:
+            out += self.style(f"  ({note})", "dim") + "\n"
+        return out
+
+    def _diff_row(self, line: str) -> str:
+        colour = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "")
+        return "  " + (self.style(line, colour) if colour else line)
 
     def tool_result(self, call: CompletedCall) -> str:
         """A user-initiated call's result (``ToolCallResult``): its output unless it was
@@ -382,6 +458,13 @@ TODO_MARKS = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]", "cance
 
 def parse_answer(text: str) -> str | None:
     return ANSWERS.get(text.strip().lower())
+
+
+def _hunk_lines(diff: str) -> list[str]:
+    """A unified diff without its file headers (``Index:``, ``===``, ``---``, ``+++``)."""
+    lines = diff.rstrip("\n").split("\n")
+    start = next((i for i, line in enumerate(lines) if line.startswith("@@")), len(lines))
+    return lines[start:]
 
 
 def _args_summary(name: str, args: Any) -> str:
