@@ -16,8 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.frontends.replay import main
-from actors.frontends.replay._trace import trace_document, trace_events
+from actors.frontends.replay import main, trace_document, trace_events
 from actors.recording import RecordedLine, Recording, Segment, load_recording
 from bus import Envelope
 from bus.messages import (
