@@ -852,6 +852,9 @@ def trace_events(recording: Recording) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
     slices_out: list[dict[str, Any]] = []
     tid_of: dict[tuple[int, Track], list[int]] = {}
+    # Thread ids are unique across processes: Perfetto takes a tid seen in a second
+    # process for a thread that moved there, and the first process's lost its name.
+    tid = 0
     by_tid: dict[tuple[int, int], list[_Slice]] = {}
     for pid, seg in enumerate(recording.segments, start=1):
         meta = seg.meta
@@ -882,7 +885,6 @@ def trace_events(recording: Recording) -> list[dict[str, Any]]:
                 t[1],
             ),
         )
-        tid = 0
         for track in order:
             address, group = track
             shown = address[: -len(suffix)] if suffix and address.endswith(suffix) else address

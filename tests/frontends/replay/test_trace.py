@@ -67,6 +67,7 @@ def assert_well_formed(events: list[dict[str, Any]]) -> None:
         if "ts" in e:
             assert isinstance(e["ts"], int) and e["ts"] >= 0, e
         if e["ph"] == "M" and e["name"] == "thread_name":
+            assert all(tid != e["tid"] for _, tid in named), f"tid {e['tid']} in two processes"
             named.add((e["pid"], e["tid"]))
         elif e["ph"] == "X":
             assert isinstance(e["dur"], int) and e["dur"] >= 0, e
