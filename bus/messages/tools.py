@@ -79,7 +79,13 @@ class ApprovalRequested:
     name: str
     args: JsonValue = frozen_json({})
     details: JsonValue = frozen_json({})
-    """Confirmation details (``type``: edit / exec / info, title, command, diff...)."""
+    """Confirmation details: ``type`` (edit / exec / info / mcp) and ``title`` (the tool's
+    display name), then what the tool shows, in Gemini CLI's names: an edit's
+    ``fileName``, ``filePath``, ``isNewFile``, ``fileDiff`` (a unified diff) and a write's
+    ``newContent``, each cut after whole lines (``fileDiffOmittedLines``,
+    ``newContentOmittedLines``: how many were left out), or a ``note`` where no diff is
+    shown (a file too large, an edit that would fail); a shell call's whole ``command``,
+    ``rootCommand`` (its root commands, comma-separated) and ``dirPath``."""
     answer_to: str = ""
     """Where ``ApprovalAnswered`` goes; empty: this session's scheduler. Set when a
     subagent's request is shown in its parent session (the child's scheduler)."""
