@@ -31,9 +31,9 @@ messages                                           on the timeline
 ``GenerateRequest`` → ``ModelFinished`` /              slice ``model · <role>`` on the gateway,
 ``ModelFailed`` / ``GenerationCancelled``              its attempts as child slices when
                                                        ``ModelRetrying`` split it (and an
-                                                       instant per retry; each ``ModelChunk``
-                                                       counted in its args); slice ``model``
-                                                       on S (the turn waiting)
+                                                       instant per retry; its chunks and
+                                                       the first one's delay in its args);
+                                                       slice ``model`` on S (the turn waiting)
 ``ScheduleBatch`` → ``BatchSettled``                   slice ``batch · N calls`` on the
                                                        scheduler, children ``validate`` then
                                                        ``wave W`` (the wave's first status to
@@ -45,7 +45,8 @@ messages                                           on the timeline
                                                        args), a child per status
                                                        (``awaiting_approval``, ``scheduled``,
                                                        ``executing``)
-``RunTool`` → ``ToolFinished``                         slice ``<tool>`` on the executor
+``RunTool`` → ``ToolFinished``                         slice ``<tool>`` on the executor (its
+                                                       ``ToolOutputStreamed`` lines counted)
 ``ApprovalRequested`` → ``ApprovalSettled`` (or the  slice ``approval · <tool>`` on
 call's next status: a rule answered it, or it ended)   ``scheduler · approvals``
 ``RunHooks`` → ``HooksFinished``                       slice ``hooks · <event>`` on the hook
@@ -119,6 +120,7 @@ from bus.messages import (
     ToolCallRequested,
     ToolCallUpdated,
     ToolFinished,
+    ToolOutputStreamed,
     TurnCancelAcknowledged,
     TurnEnded,
     TurnNotice,
@@ -444,6 +446,11 @@ class _Builder:
                 streaming = self.open.get(("model", m.request_id))
                 if streaming is not None:
                     streaming.args["chunks"] = streaming.args.get("chunks", 0) + 1
+                    streaming.args.setdefault("first_chunk_after_ms", (ts - streaming.start) / 1000)
+            case ToolOutputStreamed():
+                running = self.open.get(("run", m.call_id))
+                if running is not None:
+                    running.args["output_lines"] = running.args.get("output_lines", 0) + 1
             case ModelRetrying():
                 opened = self.open.get(("model", m.request_id))
                 if opened is not None:

@@ -213,8 +213,17 @@ def test_a_retried_request_has_its_attempts_and_the_retry_as_an_instant() -> Non
         for r in load("retry-invalid-stream").lines
         if type(r.env.message).__name__ == "ModelChunk"
     ]
-    assert slices(events, "gateway")[0]["args"]["chunks"] == len(chunks) > 0
+    request = slices(events, "gateway")[0]
+    assert request["args"]["chunks"] == len(chunks) > 0
+    assert 0 < request["args"]["first_chunk_after_ms"] * 1000 <= request["dur"]
     assert any(e["ph"] == "i" and e["name"] == "retry 1 · NO_FINISH_REASON" for e in events)
+
+
+def test_a_shell_run_counts_its_output_lines() -> None:
+    recording = load("shell-output")
+    streamed = [r for r in recording.lines if type(r.env.message).__name__ == "ToolOutputStreamed"]
+    (run,) = slices(trace_events(recording), "exec.shell")
+    assert run["args"]["output_lines"] == len(streamed) > 0
 
 
 def test_a_cancel_mid_tool_shows_the_cancels_until_their_acknowledgements() -> None:
