@@ -437,6 +437,7 @@ class RunningBatch:
             assert call.spec is not None
             kind = _details_type(call.spec.kind)
             details = {"type": kind, "title": call.spec.display_name}
+            shown = self._shown(call.spec, call.args)
             needs = {"edit": "editing", "exec": "execution", "mcp": "MCP"}.get(kind, "information")
             await self._hooks(
                 "Notification",
@@ -444,7 +445,8 @@ class RunningBatch:
                 {
                     "notification_type": "ToolPermission",
                     "message": f"Tool {call.spec.display_name} requires {needs}",
-                    "details": details,
+                    # Gemini CLI's serialised details: these keys of an edit or a command.
+                    "details": {**{k: shown[k] for k in HOOK_DETAIL_KEYS.get(kind, ()) if k in shown}, **details},
                 },
             )
             if self.cancel_reason is not None:
@@ -462,7 +464,7 @@ class RunningBatch:
                     correlation_id=call.correlation_id,
                     name=call.name,
                     args=call.args,
-                    details={**self._shown(call.spec, call.args), **details},
+                    details={**shown, **details},
                 )
             )
 
@@ -677,6 +679,14 @@ def _append_text(llm_content: Any, text: str) -> Any:
     if llm_content:
         return [llm_content, {"text": text}]
     return text
+
+
+HOOK_DETAIL_KEYS = {
+    "edit": ("fileName", "filePath", "fileDiff", "newContent"),
+    "exec": ("command", "rootCommand"),
+}
+"""What a ``ToolPermission`` notification hook gets of the details besides ``type`` and
+``title`` (Gemini CLI's ``toSerializableDetails``; its ``originalContent`` is not sent)."""
 
 
 def _details_type(kind: str) -> str:

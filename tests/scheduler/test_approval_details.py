@@ -19,6 +19,8 @@ from bus.messages import (
     ApprovalAnswered,
     ApprovalRequested,
     BatchSettled,
+    HooksFinished,
+    RunHooks,
     ScheduleBatch,
     ToolCallRequest,
 )
@@ -28,9 +30,14 @@ TOOLS = {t.name: t for t in builtin_tools()}
 
 
 async def _asked(
-    tool: Any, args: dict[str, Any], env: ToolEnv, details: Callable[[Mapping[str, Any], str], Mapping[str, Any]]
+    tool: Any,
+    args: dict[str, Any],
+    env: ToolEnv,
+    details: Callable[[Mapping[str, Any], str], Mapping[str, Any]],
+    notified: list[Any] | None = None,
 ) -> dict[str, Any]:
-    """Schedule one call of ``tool`` and deny it; the details its approval showed."""
+    """Schedule one call of ``tool`` and deny it; the details its approval showed (and
+    the ``Notification`` hooks' input in ``notified``, when given)."""
     bus = Bus()
     spec = ToolSpec(
         name=tool.name, display_name=tool.display_name, kind=tool.kind, schema={"type": "object"}, executor="exec", details=details
@@ -38,9 +45,28 @@ async def _asked(
     shown: list[dict[str, Any]] = []
     async with trio.open_nursery() as nursery:
         await nursery.start(ExecutorActor(bus, address="exec", tools={tool.name: tool}, env=env).run)
-        wiring = SchedulerWiring(session_id=SID, address="sched", tools={tool.name: spec}, policy=PolicyEngine(interactive=True))
+        wiring = SchedulerWiring(
+            session_id=SID,
+            address="sched",
+            tools={tool.name: spec},
+            policy=PolicyEngine(interactive=True),
+            hooks_address="hooks" if notified is not None else None,
+            has_hooks=lambda event, target: event == "Notification",
+        )
         await nursery.start(SchedulerActor(bus, wiring).run)
         turn, client = bus.connect("turn"), bus.connect("client")
+        if notified is not None:
+            hooks = bus.connect("hooks")
+
+            async def hook_runner() -> None:
+                while True:
+                    run = (await hooks.receive()).message
+                    assert isinstance(run, RunHooks)
+                    notified.append(thaw(run.input))
+                    finished = HooksFinished(session_id=SID, request_id=run.request_id, event=run.event)
+                    await hooks.send(finished, to="sched")
+
+            nursery.start_soon(hook_runner)
 
         async def approver() -> None:
             async for envelope in bus.subscribe(SID, "approver"):
@@ -93,3 +119,13 @@ async def test_details_that_fail_still_ask(tmp_path: Path) -> None:
 
     details = await _asked(TOOLS["run_shell_command"], {"command": "rm -r build"}, env, broken)
     assert details == {"type": "exec", "title": "Shell"}
+
+
+async def test_the_permission_notification_hook_gets_the_command_as_gemini_cli_sends_it(tmp_path: Path) -> None:
+    env = ToolEnv(workspace=tmp_path, project_temp_dir=tmp_path / "tmp")
+    tool: Any = TOOLS["run_shell_command"]
+    notified: list[Any] = []
+    await _asked(tool, {"command": "rm -r build", "dir_path": "sub"}, env, lambda a, mode: tool.confirmation_details(a, env), notified)
+    [hook_input] = notified
+    assert hook_input["message"] == "Tool Shell requires execution"
+    assert hook_input["details"] == {"type": "exec", "title": "Shell", "command": "rm -r build", "rootCommand": "rm"}
