@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-SUBCOMMANDS = ("daemon", "chat", "acp", "replay", "tool", "agents")
+SUBCOMMANDS = ("daemon", "chat", "acp", "replay", "tool", "agents", "mcp")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,6 +43,10 @@ def _dispatch(args: list[str]) -> int:
         from actors.frontends.agents import main as agents_main
 
         return agents_main(args[1:])
+    if args and args[0] == "mcp":
+        from actors.frontends.mcp import main as mcp_main
+
+        return mcp_main(args[1:])
     if args and args[0] == "tool":
         from actors.frontends.tool import main as tool_main
 

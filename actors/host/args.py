@@ -10,7 +10,7 @@ import attrs
 
 from actors.host.errors import UsageError
 from actors.host.flags import APPROVAL_MODES as APPROVAL_MODES  # re-exported: agentbus tool uses it
-from actors.host.flags import add_session_flags
+from actors.host.flags import add_session_flags, split_server_names
 
 OUTPUT_FORMATS = ("text", "json", "stream-json")
 
@@ -30,6 +30,8 @@ class HeadlessArgs:
     skip_trust: bool = False
     policy: list[str] = attrs.field(factory=list)
     allowed_tools: list[str] = attrs.field(factory=list)
+    allowed_mcp_server_names: list[str] | None = None
+    """``--allowed-mcp-server-names``, split on commas; None: not given (``mcp.allowed``)."""
     resume: str | None = None
     session_id: str | None = None
     list_sessions: bool = False
@@ -78,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Gemini CLI's agent runtime on a bus of trio actors. Headless: agentbus -p PROMPT "
             "(Gemini CLI's flags, output and exit codes). Other commands, each with its own "
-            "--help: agentbus chat | daemon | acp | tool NAME | agents | replay FILE."
+            "--help: agentbus chat | daemon | acp | tool NAME | agents | mcp | replay FILE."
         ),
         epilog=(
             "Exit codes: 0 success, 1 an error (API, bad flags), 41 authentication, 42 bad input, "
@@ -176,6 +178,7 @@ def parse_headless(argv: Sequence[str]) -> HeadlessArgs:
         skip_trust=ns.skip_trust,
         policy=list(ns.policy),
         allowed_tools=allowed,
+        allowed_mcp_server_names=split_server_names(ns.allowed_mcp_server_names),
         resume=ns.resume,
         session_id=ns.session_id,
         list_sessions=ns.list_sessions,

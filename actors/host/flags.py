@@ -15,9 +15,19 @@ DATA_DIR_HELP = (
 )
 
 
+def split_server_names(values: list[str] | None) -> list[str] | None:
+    """``--allowed-mcp-server-names`` as Gemini CLI coerces it: split on commas, trimmed,
+    empties dropped — but one empty value stays ``[""]`` (no server). None: not given."""
+    if values is None:
+        return None
+    if len(values) == 1 and values[0] == "":
+        return [""]
+    return [s.strip() for v in values for s in v.split(",") if s.strip()]
+
+
 def add_session_flags(p: argparse.ArgumentParser) -> None:
     """``--fake-responses-non-strict``, ``--record-responses``, ``--data-dir``,
-    ``--policy``, ``--allowed-tools``, ``--skip-trust``."""
+    ``--policy``, ``--allowed-tools``, ``--allowed-mcp-server-names``, ``--skip-trust``."""
     p.add_argument(
         "--fake-responses-non-strict",
         metavar="FILE",
@@ -34,5 +44,12 @@ def add_session_flags(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="TOOL",
         help="tools allowed without asking (comma-separated or repeated)",
+    )
+    p.add_argument(
+        "--allowed-mcp-server-names",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="start only these MCP servers (comma-separated or repeated; replaces mcp.allowed, ignores mcp.excluded)",
     )
     p.add_argument("--skip-trust", action="store_true", help="accepted for compatibility (folder trust is not implemented)")

@@ -46,6 +46,7 @@ from frozendict import frozendict
 
 from actors.common import ShellQuoteError, shell_quote_parse
 from actors.host import settings as _settings
+from actors.host.flags import split_server_names as split_server_names  # re-exported
 
 McpTransport = Literal["stdio", "sse", "http"]
 
@@ -202,13 +203,15 @@ def resolve_settings_vars(value: str, environ: Mapping[str, str] | None = None) 
     return _SETTINGS_VAR.sub(one, value)
 
 
-def _resolve_tree(value: Any, environ: Mapping[str, str] | None) -> Any:
+def resolve_settings_tree(value: Any, environ: Mapping[str, str] | None = None) -> Any:
+    """``resolve_settings_vars`` on every string of a JSON value (Gemini's
+    ``resolveEnvVarsInObject``: values, not keys)."""
     if isinstance(value, str):
         return resolve_settings_vars(value, environ)
     if isinstance(value, Mapping):
-        return {k: _resolve_tree(v, environ) for k, v in value.items()}
+        return {k: resolve_settings_tree(v, environ) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_resolve_tree(v, environ) for v in value]
+        return [resolve_settings_tree(v, environ) for v in value]
     return value
 
 
@@ -606,7 +609,7 @@ def configured_servers(
         raw_servers = None
     for name, raw in (raw_servers or {}).items():
         try:
-            config, warnings = parse_server(str(name), _resolve_tree(raw, environ))
+            config, warnings = parse_server(str(name), resolve_settings_tree(raw, environ))
         except McpConfigError as exc:
             problems.append(str(exc))
             continue
@@ -645,12 +648,58 @@ def mcp_servers(
     return {n: c for n, c in servers.items() if not blocked_by_settings(n, allowed, excluded)}, problems
 
 
-def split_server_names(values: Sequence[str]) -> list[str]:
-    """``--allowed-mcp-server-names`` values as Gemini coerces them: split on commas,
-    trimmed, empties dropped — except one empty value, which stays ``[""]`` (no server)."""
-    if len(values) == 1 and values[0] == "":
-        return [""]
-    return [s.strip() for v in values for s in v.split(",") if s.strip()]
+def acp_mcp_servers(servers: Any, cwd: str) -> list[McpServerConfig]:
+    """ACP's ``mcpServers`` (``session/new``, ``session/load``) as Gemini CLI's ACP agent
+    turns them into servers: ``http`` → ``httpUrl``, ``sse`` → ``url``, headers and env
+    from ``{name, value}`` lists, a stdio server run in the session's ``cwd``. Raises
+    :class:`McpConfigError` naming the entry and the field of a malformed one (``acp``
+    servers are refused: agentbus does not offer ``mcpCapabilities.acp``)."""
+    if not isinstance(servers, list | tuple):
+        raise McpConfigError("mcpServers must be an array")
+    out: list[McpServerConfig] = []
+    for i, raw in enumerate(servers):
+        where = f"mcpServers[{i}]"
+        if not isinstance(raw, Mapping):
+            raise McpConfigError(f"{where} must be an object, not {_js_type(raw)}")
+
+        def text(key: str, *, at: str = where, node: Mapping[str, Any] = raw) -> str:
+            value = node.get(key)
+            if not isinstance(value, str):
+                raise McpConfigError(f"{at}.{key} must be a string, not {_js_type(value)}")
+            return value
+
+        def pairs(key: str, *, at: str = where, node: Mapping[str, Any] = raw) -> dict[str, str]:
+            items = node.get(key, [])
+            if not isinstance(items, list | tuple):
+                raise McpConfigError(f"{at}.{key} must be an array of {{name, value}}, not {_js_type(items)}")
+            result: dict[str, str] = {}
+            for j, item in enumerate(items):
+                if not isinstance(item, Mapping):
+                    raise McpConfigError(f"{at}.{key}[{j}] must be an object, not {_js_type(item)}")
+                result[text("name", at=f"{at}.{key}[{j}]", node=item)] = text("value", at=f"{at}.{key}[{j}]", node=item)
+            return result
+
+        name = text("name")
+        kind = raw.get("type")
+        if kind in ("http", "sse"):
+            url = text("url")
+            _check_url(name, "url", url)
+            headers = pairs("headers")
+            if kind == "http":
+                out.append(McpServerConfig(name=name, http_url=url, headers=headers))
+            else:
+                out.append(McpServerConfig(name=name, url=url, type="sse", headers=headers))
+        elif kind is None or kind == "stdio":
+            command = text("command")
+            if not command:
+                raise McpConfigError(f"{where}.command is empty")
+            args = raw.get("args", [])
+            if not isinstance(args, list | tuple) or not all(isinstance(a, str) for a in args):
+                raise McpConfigError(f"{where}.args must be an array of strings")
+            out.append(McpServerConfig(name=name, command=command, args=tuple(args), env=pairs("env"), cwd=cwd))
+        else:
+            raise McpConfigError(f"{where}.type {kind!r} is not supported (http, sse or a stdio server)")
+    return out
 
 
 __all__ = [
@@ -660,6 +709,7 @@ __all__ = [
     "McpConfigError",
     "McpServerConfig",
     "McpTransport",
+    "acp_mcp_servers",
     "blocked_by_settings",
     "configured_servers",
     "expand_env_vars",
@@ -669,6 +719,7 @@ __all__ = [
     "parse_server",
     "redacted_environment",
     "redaction_lists",
+    "resolve_settings_tree",
     "resolve_settings_vars",
     "server_command_config",
     "server_environment",

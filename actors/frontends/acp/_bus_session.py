@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -80,6 +80,9 @@ from bus.messages import (
     new_id,
 )
 
+if TYPE_CHECKING:
+    from actors.host.mcp_config import McpServerConfig
+
 
 class BusSession(AcpSession):
     """A session whose actors run in this process, on the connection's bus (see the
@@ -94,10 +97,13 @@ class BusSession(AcpSession):
         session_id: str,
         workspace: Path,
         recording: Recording | None = None,
+        mcp_servers: Sequence[McpServerConfig] = (),
     ) -> None:
         super().__init__(peer, options, session_id=session_id, workspace=workspace)
         self.bus = bus
         self.recording = recording
+        self.mcp_servers = tuple(mcp_servers)
+        """The client's MCP servers (``session/new``, ``session/load``), beside the settings' ones."""
         self.gateway_address = f"gateway:{session_id}"
         self.addrs: runtime.SessionAddresses | None = None
         self._port: Any = None

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from actors.frontends.acp import _protocol, _rpc
-from actors.host.flags import APPROVAL_MODES, add_session_flags
+from actors.host.flags import APPROVAL_MODES, add_session_flags, split_server_names
 
 FIRST_FRAME_LIMIT = 1 << 20
 
@@ -143,6 +143,7 @@ def main(argv: Sequence[str]) -> int:
         data_dir=Path(ns.data_dir) if ns.data_dir else None,
         policy=tuple(ns.policy),
         allowed_tools=tuple(allowed),
+        allowed_mcp_server_names=None if (names := split_server_names(ns.allowed_mcp_server_names)) is None else tuple(names),
         debug=ns.debug,
         attach=ns.attach,
         daemon_paths=daemon_at,

@@ -216,11 +216,15 @@ def prompt_blocks(params: dict[str, Any]) -> list[dict[str, Any]]:
     return blocks
 
 
-def mcp_servers(params: dict[str, Any]) -> list[Any]:
-    servers = params.get("mcpServers", [])
-    if not isinstance(servers, list):
-        raise invalid_params("mcpServers must be an array", field="mcpServers")
-    return servers
+def mcp_servers(params: dict[str, Any], cwd: str) -> list[Any]:
+    """``mcpServers`` as ``mcp_config.McpServerConfig`` entries (a stdio server runs in
+    ``cwd``, as Gemini CLI runs it); a malformed entry is invalid params naming it."""
+    from actors.host.mcp_config import McpConfigError, acp_mcp_servers
+
+    try:
+        return acp_mcp_servers(params.get("mcpServers", []), cwd)
+    except McpConfigError as exc:
+        raise invalid_params(str(exc), field="mcpServers") from None
 
 
 __all__ = [

@@ -341,7 +341,7 @@ class AcpServer:
         finally:
             self.sessions.pop(session.session_id, None)
 
-    def _warn_mcp(self, servers: list[Any]) -> None:
+    def _warn_attached_mcp(self, servers: list[Any]) -> None:
         if servers:
             self._log(f"agentbus acp: MCP servers are not supported yet; ignoring {len(servers)} of them")
 
@@ -368,14 +368,17 @@ class AcpServer:
 
     async def _new_session(self, params: dict[str, Any]) -> Any:
         cwd = absolute_dir(params)
-        self._warn_mcp(mcp_servers(params))
+        servers = mcp_servers(params, cwd)
+        self._warn_attached_mcp(servers)
         session: AcpSession
         if self.options.attach:
             from actors.frontends.acp._attach import AttachedSession
 
             session = AttachedSession(self, await self._daemon_link(), self.options, session_id=None, workspace=Path(cwd))
         else:
-            session = BusSession(self, self.bus, self.options, session_id=str(uuid.uuid4()), workspace=Path(cwd))
+            session = BusSession(
+                self, self.bus, self.options, session_id=str(uuid.uuid4()), workspace=Path(cwd), mcp_servers=servers
+            )
         started = await self._start(session)
         return Reply(
             {
@@ -400,7 +403,8 @@ class AcpServer:
         if problem := session_id_problem(sid):  # it names a file: never a path of the caller's
             raise invalid_params(problem, sessionId=sid[:MAX_SESSION_ID])
         cwd = absolute_dir(params)
-        self._warn_mcp(mcp_servers(params))
+        servers = mcp_servers(params, cwd)
+        self._warn_attached_mcp(servers)
         if self.options.attach and sid not in self.sessions:
             from actors.frontends.acp._attach import AttachedSession
 
@@ -427,7 +431,9 @@ class AcpServer:
             replay = replay_of(recording, running.view.presenter)
             approval, model = running.view.approval_mode, running.view.model
         else:
-            session = BusSession(self, self.bus, self.options, session_id=sid, workspace=Path(cwd), recording=recording)
+            session = BusSession(
+                self, self.bus, self.options, session_id=sid, workspace=Path(cwd), recording=recording, mcp_servers=servers
+            )
             started = await self._start(session)
             replay, approval, model = list(started.replay), started.approval_mode, started.model
         # The whole history first, then the answer (the spec's order; reference D6).

@@ -113,6 +113,8 @@ class AcpOptions:
     data_dir: Path | None = None
     policy: tuple[str, ...] = ()
     allowed_tools: tuple[str, ...] = ()
+    allowed_mcp_server_names: tuple[str, ...] | None = None
+    """``--allowed-mcp-server-names``, split on commas; None: not given."""
     debug: bool = False
     attach: bool = False
     """Run sessions in the agentbus daemon (``--attach``) instead of in this process."""

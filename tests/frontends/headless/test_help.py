@@ -15,6 +15,7 @@ from actors.frontends.acp import build_parser as acp_parser
 from actors.frontends.agents import build_parser as agents_parser
 from actors.frontends.chat import _parser as chat_parser
 from actors.frontends.daemon import _parser as daemon_parser
+from actors.frontends.mcp import build_parser as mcp_parser
 from actors.frontends.replay import build_parser as replay_parser
 from actors.frontends.tool import build_parser as tool_parser
 from actors.host.args import build_parser as headless_parser
@@ -29,6 +30,7 @@ PARSERS: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "agentbus replay": replay_parser,
     "agentbus tool": tool_parser,
     "agentbus agents": agents_parser,
+    "agentbus mcp": mcp_parser,
 }
 
 # Flags whose values come from a fixed set: argparse must refuse anything else.
