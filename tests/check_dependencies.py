@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "actors.gateway",
             "actors.hooks",
             "actors.loops",
+            "actors.mcp",
             "actors.recorder",
             "actors.scheduler",
             "actors.session",

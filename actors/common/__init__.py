@@ -18,6 +18,7 @@ gets from Node and its npm packages, so every actor computes them the same way:
   ``stripShellWrapper`` and ``escapeShellArg``.
 - ``_shell_quote``: the npm ``shell-quote`` package's ``parse``, ported (Gemini reads
   words with it, not with the bash grammar).
+- ``_untrusted``: Gemini's ``wrapUntrusted`` (tool output the model reads as data).
 - ``_bash``: bash command lines read through tree-sitter-bash, as Gemini's policy reads them.
 
 It imports only ``bus``, the standard library and third-party packages, never an actor,
@@ -88,8 +89,13 @@ from ._truncation import (
     utf16_head,
     utf16_tail,
 )
+from ._untrusted import UNTRUSTED_CLOSE, UNTRUSTED_OPEN, escape_untrusted, wrap_untrusted
 
 __all__ = [
+    "UNTRUSTED_CLOSE",
+    "UNTRUSTED_OPEN",
+    "escape_untrusted",
+    "wrap_untrusted",
     "json_answer",
     "REDIRECTION_NAMES",
     "ShellComment",

@@ -23,7 +23,13 @@ if TYPE_CHECKING:
         parse_agent_markdown,
         template,
     )
-    from ._agents import REJECTED_MESSAGE, CompleteTaskTool, InvokeAgentTool, final_warning
+    from ._agents import (
+        REJECTED_MESSAGE,
+        CompleteTaskTool,
+        InvokeAgentTool,
+        agentbus_version,
+        final_warning,
+    )
     from ._discovery import FileDiscovery, respect_flags
     from ._fs_errors import NodeFsError
     from ._glob import GlobTool, escape_glob, glob_files
@@ -74,6 +80,7 @@ __getattr__ = lazy_exports(
         "process_single_file_content": "._read_file",
         "calculate_replacement": "._replace",
         "plans_dir": "._write_file",
+        "agentbus_version": "._agents",
     },
 )
 
@@ -212,6 +219,7 @@ __all__ = [
     "glob_files",
     "load_registry",
     "plans_dir",
+    "agentbus_version",
     "process_single_file_content",
     "resolve_to_real_path",
     "respect_flags",

@@ -1,32 +1,25 @@
-"""Gemini CLI's ``wrapUntrusted``: tool output the model must read as data.
-
-A shell command's output and a fetched page go to the model inside
-``<untrusted_context>`` tags, a closing tag in the text escaped so that it cannot end
-the block early.
+"""Writing tool output the model must read as data (Gemini CLI's ``wrapUntrusted``,
+``actors.common.wrap_untrusted``) in slices, for outputs too large to copy whole.
 """
 
 from __future__ import annotations
 
+from actors.common import UNTRUSTED_CLOSE, UNTRUSTED_OPEN, escape_untrusted, wrap_untrusted
+
 from ._truncate import TruncatingWriter
 
-_OPEN = "<untrusted_context>\n"
-_CLOSE = "\n</untrusted_context>"
-_CLOSE_TAG = "</untrusted_context>"
-_ESCAPED_CLOSE_TAG = "&lt;/untrusted_context&gt;"
 _FEED_SLICE = 65536
-
-
-def wrap_untrusted(text: str) -> str:
-    """``wrapUntrusted``: the text inside ``<untrusted_context>`` tags, closing tag escaped."""
-    return _OPEN + text.replace(_CLOSE_TAG, _ESCAPED_CLOSE_TAG) + _CLOSE
 
 
 def write_untrusted(writer: TruncatingWriter, pieces: list[str]) -> None:
     """:func:`wrap_untrusted` of the pieces joined, written in slices (a shell command's
     output may be 16 M characters: no second whole copy is built)."""
-    writer.write(_OPEN)
+    writer.write(UNTRUSTED_OPEN)
     for piece in pieces:
-        escaped = piece.replace(_CLOSE_TAG, _ESCAPED_CLOSE_TAG)
+        escaped = escape_untrusted(piece)
         for start in range(0, len(escaped), _FEED_SLICE):
             writer.write(escaped[start : start + _FEED_SLICE])
-    writer.write(_CLOSE)
+    writer.write(UNTRUSTED_CLOSE)
+
+
+__all__ = ["wrap_untrusted", "write_untrusted"]

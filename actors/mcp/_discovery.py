@@ -1,0 +1,53 @@
+"""Session start: every configured server connected and its tools listed at once, each
+bounded by its own timeout; a server that fails is one line naming it, the others are
+used."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from ._connection import McpConnectError, McpConnection, describe
+from ._params import is_enabled
+
+
+@attrs.frozen(kw_only=True)
+class Discovered:
+    """What one server offered: its enabled tool definitions (JSON data by wire names, in
+    the server's order), or why it offers nothing."""
+
+    connection: McpConnection
+    tools: tuple[Mapping[str, Any], ...] = ()
+    error: str | None = None
+
+
+async def discover(connections: Sequence[McpConnection]) -> list[Discovered]:
+    """List every server's tools concurrently (each connection's ``run`` must be running);
+    results in the order of ``connections``."""
+    found: list[Discovered | None] = [None] * len(connections)
+
+    async def one(i: int, conn: McpConnection) -> None:
+        try:
+            listed = await conn.list_tools()
+        except McpConnectError as exc:
+            found[i] = Discovered(connection=conn, error=exc.message)
+            return
+        except Exception as exc:
+            found[i] = Discovered(connection=conn, error=f"MCP server '{conn.name}': {describe(exc)}")
+            return
+        enabled = tuple(t for t in listed if is_enabled(str(t.get("name") or ""), conn.params))
+        found[i] = Discovered(connection=conn, tools=enabled)
+
+    async with trio.open_nursery() as nursery:
+        for i, conn in enumerate(connections):
+            nursery.start_soon(one, i, conn)
+    return [d for d in found if d is not None]
+
+
+def discovery_errors(found: Sequence[Discovered], report: Callable[[str], None]) -> None:
+    for d in found:
+        if d.error is not None:
+            report(d.error)
