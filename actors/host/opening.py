@@ -2,7 +2,8 @@
 
 A front end resolves what the user asked for into a ``SessionConfig`` (``setup``:
 ``session_setup`` then ``session_config``), then calls ``open_session``: the session's
-actors start under the front end's nursery (``runtime.supervise_session``), the front
+MCP servers are connected and their tools added (``mcp.supervise_with_mcp``), the
+session's actors start under the front end's nursery (``runtime.supervise_session``), the front
 end's observers subscribe (``observe``: before the session can publish anything but
 after the recorder, so the recording stays the first observer), and the session is
 opened from the front end's port. An interactive session (the daemon's, ACP's, chat's)
@@ -46,7 +47,12 @@ async def open_session(
     client's ``OpenSession``). Returns the session's addresses; the session runs until
     it is closed or ``nursery`` is cancelled.
     """
-    addrs: runtime.SessionAddresses = await nursery.start(runtime.supervise_session, bus, cfg)
+    if cfg.mcp_servers or cfg.mcp_errors:
+        from actors.host.mcp import supervise_with_mcp
+
+        addrs: runtime.SessionAddresses = await nursery.start(supervise_with_mcp, bus, cfg)
+    else:
+        addrs = await nursery.start(runtime.supervise_session, bus, cfg)
     if observe is not None:
         observe(addrs)
     if client is None:

@@ -80,6 +80,14 @@ class SessionConfig:
     scrubber: Scrubber | None = attrs.field(default=None, repr=False)
     """The recorder's scrubber, when its owner adds secrets while the session runs (the
     daemon: a later client's keys); None: one made from ``secrets``."""
+    mcp_servers: Mapping[str, Any] = attrs.field(factory=dict)
+    """MCP servers whose tools the session gets (``mcp_config.McpServerConfig`` by name):
+    ``opening.open_session`` connects them and adds their tools before the session's
+    actors start (``actors/host/mcp.py``)."""
+    mcp_errors: tuple[str, ...] = ()
+    """One line per server whose configuration could not be read (reported at start)."""
+    mcp_report: Callable[[str], None] | None = attrs.field(default=None, repr=False)
+    """Where MCP lines go (a server that failed, hung or went away); None: stderr."""
 
 
 def guard_settings(settings: Mapping[str, Any]) -> dict[str, Any]:

@@ -321,11 +321,19 @@ def session_config(
     recording: Path | None,
     settings: Mapping[str, Any],
     secrets: tuple[str, ...] = (),
+    mcp_allowed_names: Sequence[str] | None = None,
 ) -> runtime.SessionConfig:
     """The ``SessionConfig`` that ``actors.host.opening.open_session`` opens: the
-    setup's registry, policy and hooks, the turn guards of ``settings``, and
+    setup's registry, policy and hooks, the turn guards of ``settings``, the MCP servers
+    of ``settings`` (``mcp_allowed_names``: ``--allowed-mcp-server-names``), and
     ``secrets`` (besides this process's keys) scrubbed from the recording."""
     max_turns = _settings.get(settings, "model.maxSessionTurns", -1)
+    mcp: dict[str, Any] = {}
+    if settings.get("mcpServers") or _settings.get(settings, "mcp.serverCommand"):
+        from actors.host.mcp_config import mcp_servers
+
+        servers, errors = mcp_servers(settings, allowed_names=mcp_allowed_names)
+        mcp = {"mcp_servers": servers, "mcp_errors": tuple(errors)}
     return runtime.SessionConfig(
         **runtime.guard_settings(settings),
         secrets=secrets,
@@ -348,6 +356,7 @@ def session_config(
         registered_names=tuple(setup.tools),
         hooks=setup.hooks,
         **agent_wiring(setup),
+        **mcp,
     )
 
 

@@ -140,6 +140,10 @@ class Subagents:
             finish_tool=COMPLETE_TASK,
             reject_message=REJECTED_MESSAGE,
             subagents=functools.partial(self._for_child, depth=self.depth + 1),
+            # The parent's MCP tools (those the agent may use) run on the parent's
+            # connections: the child connects nothing of its own.
+            mcp_servers={},
+            mcp_errors=(),
         )
 
     def _for_child(self, bus: Bus, cfg: runtime.SessionConfig, *, depth: int) -> Subagents:

@@ -1,0 +1,113 @@
+"""Headless runs with MCP servers from settings.json, as a user runs them: the SDK's
+``MCPServer`` (tests/fakes/mcp_server.py) as a stdio subprocess, the model scripted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from actors.recording import load_recording
+from bus.messages import GenerateRequest
+from tests.frontends.daemon._helpers import call_response, text_response, write_responses
+from tests.frontends.daemon._procs import env_for
+
+AGENTBUS = str(Path(sys.executable).with_name("agentbus"))
+SERVER = str(Path(__file__).resolve().parents[2] / "fakes" / "mcp_server.py")
+
+
+def stdio_server(*extra: str, **config: Any) -> dict[str, Any]:
+    return {"command": sys.executable, "args": [SERVER, *extra], **config}
+
+
+def run(tmp_path: Path, servers: dict[str, Any], *responses: dict[str, Any], output: str = "json") -> subprocess.CompletedProcess[str]:
+    (tmp_path / "home" / ".gemini").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "home" / ".gemini" / "settings.json").write_text(json.dumps({"mcpServers": servers}))
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    script = write_responses(tmp_path / "model.responses", *responses)
+    return subprocess.run(
+        [AGENTBUS, "-p", "go", "-m", "gemini-2.5-flash", "--fake-responses", str(script), "-o", output],
+        cwd=ws,
+        env=env_for(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def model_requests(tmp_path: Path) -> list[GenerateRequest]:
+    [recording] = (tmp_path / "data" / "sessions").glob("*.jsonl")
+    return [e.message for e in load_recording(recording).envelopes if isinstance(e.message, GenerateRequest)]
+
+
+def test_the_model_calls_a_trusted_servers_tool_and_reads_its_result(tmp_path: Path) -> None:
+    done = run(
+        tmp_path,
+        {"fake": stdio_server(trust=True)},
+        call_response("mcp_fake_echo", {"text": "hello"}),
+        text_response("The server said hello."),
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    out = json.loads(done.stdout)
+    assert out["response"] == "The server said hello."
+    assert out["stats"]["tools"]["byName"]["mcp_fake_echo"]["success"] == 1
+    first, second = model_requests(tmp_path)
+    declared = [d["name"] for d in first.config["tools"][0]["functionDeclarations"]]
+    assert declared[-7:] == [f"mcp_fake_{t}" for t in ("echo", "picture", "both", "fail", "wait", "pid", "crash")]
+    [response] = [p["functionResponse"] for p in second.contents[-1]["parts"]]
+    assert response["name"] == "mcp_fake_echo"
+    assert response["response"] == {"output": "<untrusted_context>\necho: hello\n</untrusted_context>"}
+
+
+def test_an_error_result_reaches_the_model_and_the_stream_as_a_tool_error(tmp_path: Path) -> None:
+    done = run(
+        tmp_path,
+        {"fake": stdio_server(trust=True)},
+        call_response("mcp_fake_fail", {"reason": "no"}),
+        text_response("It failed."),
+        output="stream-json",
+    )
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    [result] = [e for e in events if e["type"] == "tool_result"]
+    assert result["status"] == "error"
+    assert result["error"]["type"] == "mcp_tool_error"
+    assert result["error"]["message"].startswith("MCP tool 'fail' reported tool error for function call:")
+
+
+def test_a_hung_and_a_missing_server_are_reported_and_the_session_goes_on(tmp_path: Path) -> None:
+    done = run(
+        tmp_path,
+        {
+            "fake": stdio_server(trust=True),
+            "hung": stdio_server("--hang", timeout=500),
+            "missing": {"command": str(tmp_path / "no-such-server")},
+        },
+        call_response("mcp_fake_echo", {"text": "hi"}),
+        text_response("Done."),
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        f"MCP server 'hung' did not answer within 0.5s ({sys.executable} {SERVER} --hang)",
+        f"MCP server 'missing' could not be started: command not found: {tmp_path / 'no-such-server'}",
+    ]
+    assert json.loads(done.stdout)["stats"]["tools"]["byName"]["mcp_fake_echo"]["success"] == 1
+
+
+def test_an_untrusted_servers_tools_are_not_offered_to_a_headless_model(tmp_path: Path) -> None:
+    done = run(
+        tmp_path,
+        {"fake": stdio_server()},
+        call_response("mcp_fake_echo", {"text": "hi"}),
+        text_response("Done."),
+    )
+    assert done.returncode == 0, done.stderr
+    [first, _] = model_requests(tmp_path)
+    declared = [d["name"] for d in first.config["tools"][0]["functionDeclarations"]]
+    assert not [n for n in declared if n.startswith("mcp_")]
+    assert json.loads(done.stdout)["stats"]["tools"]["byName"]["mcp_fake_echo"]["fail"] == 1
