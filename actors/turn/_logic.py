@@ -187,35 +187,99 @@ def user_content(parts: Sequence[Any]) -> Any:
     return freeze({"role": "user", "parts": list(parts)})
 
 
-def request_contents(history: Sequence[Any], message: Any) -> tuple[Any, ...]:
+def request_contents(
+    history: Sequence[Any], message: Any, forms: RequestForms | None = None
+) -> tuple[Any, ...]:
     """The contents sent to the model for ``message`` after ``history``.
 
     Gemini CLI's rules: a placeholder model turn when a tool answer was never followed by
     the model and a new prompt arrives; consecutive same-role turns coalesced; the first
     function call of each model turn in the active loop gets a synthetic thought
     signature when it has none; ``<name>__`` id prefixes stripped.
+
+    ``forms`` (the turn actor keeps one for the session) makes each content's request
+    form once: a long session's request costs a pass over references, not a copy of
+    its whole history, and the same objects go out again (the recorder writes a content
+    once and then refers to it by identity).
     """
-    contents: list[dict[str, Any]] = [thaw(c) for c in history]
-    msg = thaw(message)
+    forms = forms if forms is not None else RequestForms()
+    items: list[Any] = list(history)
     if (
-        not is_function_response(msg.get("parts") or ())
-        and contents
-        and contents[-1].get("role") == "user"
-        and any("functionResponse" in p for p in contents[-1].get("parts") or ())
+        not is_function_response(message.get("parts") or ())
+        and items
+        and items[-1].get("role") == "user"
+        and any("functionResponse" in p for p in items[-1].get("parts") or ())
     ):
-        contents.append({"role": "model", "parts": [{"text": INTERRUPTED_RESPONSE_PLACEHOLDER}]})
-    contents.append(msg)
-    contents = _coalesce(contents)
-    _sign_active_loop(contents)
-    for content in contents:
-        for part in content.get("parts") or ():
-            for key in ("functionCall", "functionResponse"):
-                inner = part.get(key)
-                if isinstance(inner, dict) and isinstance(inner.get("id"), str):
-                    # (a call without a name runs, and is answered, as generic_tool)
-                    name = str(inner.get("name") or "").strip() or "generic_tool"
-                    inner["id"] = _strip_prefix(inner["id"], name)
-    return tuple(freeze(c) for c in contents)
+        items.append(INTERRUPTED_TURN)
+    items.append(message)
+    groups: list[list[Any]] = []
+    for c in items:
+        if groups and groups[-1][0].get("role") == c.get("role"):
+            groups[-1].append(c)
+        else:
+            groups.append([c])
+    contents = [g[0] if len(g) == 1 else forms.merged(g) for g in groups]
+    start = _active_loop_start(contents)
+    forms.keep([*items, *contents])
+    return tuple(
+        forms.form(c, signed=start != -1 and i >= start and c.get("role") == "model")
+        for i, c in enumerate(contents)
+    )
+
+
+INTERRUPTED_TURN = freeze({"role": "model", "parts": [{"text": INTERRUPTED_RESPONSE_PLACEHOLDER}]})
+
+
+class RequestForms:
+    """The request form of each content (ids stripped; signed in the active loop),
+    made once per content object; merged same-role runs likewise."""
+
+    def __init__(self) -> None:
+        self._forms: dict[tuple[int, bool], tuple[Any, Any]] = {}
+        self._merged: dict[tuple[int, ...], tuple[tuple[Any, ...], Any]] = {}
+
+    def form(self, content: Any, *, signed: bool) -> Any:
+        key = (id(content), signed)
+        hit = self._forms.get(key)
+        if hit is not None and hit[0] is content:
+            return hit[1]
+        plain = thaw(content)
+        _strip_ids(plain)
+        if signed:
+            _sign(plain)
+        made = freeze(plain)
+        self._forms[key] = (content, made)
+        return made
+
+    def merged(self, group: Sequence[Any]) -> Any:
+        key = tuple(id(c) for c in group)
+        hit = self._merged.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], group, strict=True)):
+            return hit[1]
+        parts: list[Any] = []
+        for c in group:
+            parts.extend(c.get("parts") or ())
+        made = freeze({**thaw(group[0]), "parts": thaw(tuple(parts))})
+        self._merged[key] = (tuple(group), made)
+        return made
+
+    def keep(self, contents: Sequence[Any]) -> None:
+        """Forget the forms of contents that left the history (compression, a new
+        session): the memory stays proportional to the history."""
+        if len(self._forms) + len(self._merged) > 2 * len(contents) + 64:
+            live = {id(c) for c in contents}
+            self._forms = {k: v for k, v in self._forms.items() if k[0] in live}
+            self._merged = {k: v for k, v in self._merged.items() if all(i in live for i in k)}
+
+
+def _strip_ids(content: dict[str, Any]) -> None:
+    for part in content.get("parts") or ():
+        for key in ("functionCall", "functionResponse"):
+            inner = part.get(key)
+            if isinstance(inner, dict) and isinstance(inner.get("id"), str):
+                # (a call without a name runs, and is answered, as generic_tool)
+                name = str(inner.get("name") or "").strip() or "generic_tool"
+                inner["id"] = _strip_prefix(inner["id"], name)
 
 
 def _strip_prefix(call_id: str, name: str) -> str:
@@ -223,18 +287,9 @@ def _strip_prefix(call_id: str, name: str) -> str:
     return call_id[len(prefix) :] if name and call_id.startswith(prefix) else call_id
 
 
-def _coalesce(contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for c in contents:
-        if out and out[-1].get("role") == c.get("role"):
-            out[-1] = {**out[-1], "parts": list(out[-1].get("parts") or ()) + list(c.get("parts") or ())}
-        else:
-            out.append(dict(c))
-    return out
-
-
-def _sign_active_loop(contents: list[dict[str, Any]]) -> None:
-    start = -1
+def _active_loop_start(contents: Sequence[Any]) -> int:
+    """Where the active loop starts: the last user turn with text and no function
+    response; -1 when there is none."""
     for i in range(len(contents) - 1, -1, -1):
         parts = contents[i].get("parts") or ()
         if (
@@ -242,19 +297,19 @@ def _sign_active_loop(contents: list[dict[str, Any]]) -> None:
             and any(p.get("text") for p in parts)
             and not any(p.get("functionResponse") for p in parts)
         ):
-            start = i
+            return i
+    return -1
+
+
+def _sign(content: dict[str, Any]) -> None:
+    """The first function call of a model turn gets a synthetic thought signature when
+    it has none."""
+    parts = content.get("parts") or []
+    for j, part in enumerate(parts):
+        if "functionCall" in part:
+            if not part.get("thoughtSignature"):
+                parts[j] = {**part, "thoughtSignature": SYNTHETIC_THOUGHT_SIGNATURE}
             break
-    if start == -1:
-        return
-    for content in contents[start:]:
-        if content.get("role") != "model":
-            continue
-        parts = content.get("parts") or []
-        for j, part in enumerate(parts):
-            if "functionCall" in part:
-                if not part.get("thoughtSignature"):
-                    parts[j] = {**part, "thoughtSignature": SYNTHETIC_THOUGHT_SIGNATURE}
-                break
 
 
 def parse_classifier_choice(text: str) -> str | None:

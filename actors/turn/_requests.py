@@ -59,6 +59,7 @@ from ._core import (
     stopped_text,
 )
 from ._logic import (
+    RequestForms,
     response_text,
     user_content,
 )
@@ -88,6 +89,7 @@ class TurnRequests:
         running: RunningTurn,
         receive: trio.MemoryReceiveChannel[Routed],
         saver: _compression.OutputSaver | None = None,
+        forms: RequestForms | None = None,
     ) -> None:
         self.port = port
         self.w = w
@@ -103,6 +105,8 @@ class TurnRequests:
         self.host_rounds = 0
         """Rounds of the headless host's tool loop (its own ``maxSessionTurns`` check)."""
         self.saver = saver
+        self.forms = forms if forms is not None else RequestForms()
+        """Each history content's request form, made once (``_logic.request_contents``)."""
         self.model = running.start.model
         self.deferred: collections.deque[Routed] = collections.deque()
         """Replies that arrived while the turn waited for something else (hooks)."""
@@ -121,6 +125,10 @@ class TurnRequests:
     async def _blocked(self, output: Mapping[str, Any]) -> None:
         await self._notice("agent_blocked", "warning", blocked_text(output))
 
+    def _hooked(self, event: HookEvent, target: str = "") -> bool:
+        """Whether ``event``'s hooks would run (a hook runner is wired and one matches)."""
+        return self.w.hooks_address is not None and self.w.has_hooks(event, target)
+
     async def _hooks(
         self, event: HookEvent, target: str, data: Mapping[str, Any], *, in_stream: bool = False
     ) -> dict[str, Any] | None:
@@ -129,7 +137,7 @@ class TurnRequests:
         A cancel while hooks run kills them; then, outside a model stream, the turn ends
         cancelled; inside one (AfterModel), the stream loop handles the cancel next.
         """
-        if self.w.hooks_address is None or not self.w.has_hooks(event, target):
+        if not self._hooked(event, target):
             return None
         rid = new_id()
         await self.port.send(

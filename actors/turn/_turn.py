@@ -319,10 +319,16 @@ class _Turn(TurnRequests):
         """One main model request, with the BeforeModel, BeforeToolSelection and
         AfterModel hook points around it."""
         model = self.model
-        contents: Any = request_contents(self.h.base + tuple(self.h.added), message)
+        contents: Any = request_contents(self.h.base + tuple(self.h.added), message, self.forms)
         config: Any = dict(self.w.request_config(model))
         builder = ModelTurnBuilder(now_ms=self.w.wall_ms())
-        original_request = llm_shapes.to_llm_request(model, contents, config)
+        # The hooks' view of the request, made only when a hook will see it (it walks the
+        # whole history).
+        original_request = (
+            llm_shapes.to_llm_request(model, contents, config)
+            if self._hooked("BeforeModel") or self._hooked("AfterModel")
+            else None
+        )
         before = await self._hooks("BeforeModel", "", {"llm_request": original_request})
         if before is not None:
             specific = before.get("hookSpecificOutput") or {}
@@ -346,8 +352,12 @@ class _Turn(TurnRequests):
                 model, contents, config = llm_shapes.apply_llm_request(
                     contents, config, model, specific["llm_request"]
                 )
-        selection = await self._hooks(
-            "BeforeToolSelection", "", {"llm_request": llm_shapes.to_llm_request(model, contents, config)}
+        selection = (
+            await self._hooks(
+                "BeforeToolSelection", "", {"llm_request": llm_shapes.to_llm_request(model, contents, config)}
+            )
+            if self._hooked("BeforeToolSelection")
+            else None
         )
         if selection is not None:
             tool_config = (selection.get("hookSpecificOutput") or {}).get("toolConfig")

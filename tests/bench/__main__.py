@@ -154,6 +154,7 @@ from tests.bench.bench_fuzz import bench_fuzz  # noqa: E402
 from tests.bench.bench_gateway import bench_gateway  # noqa: E402
 from tests.bench.bench_guards import BENCHMARKS as GUARDS  # noqa: E402
 from tests.bench.bench_hooks import bench_hooks  # noqa: E402
+from tests.bench.bench_long_session import BENCHMARKS as LONG  # noqa: E402
 from tests.bench.bench_recording import bench_recording  # noqa: E402
 from tests.bench.bench_scheduler import BENCHMARKS as SCHEDULER  # noqa: E402
 from tests.bench.bench_startup import BENCHMARKS as STARTUP  # noqa: E402
@@ -167,6 +168,7 @@ EXTRA: list[Callable[[], None]] = [
     bench_gateway,
     bench_recording,
     *GUARDS,
+    *LONG,
     bench_daemon,
     bench_fuzz,
     *SYSTEM,
