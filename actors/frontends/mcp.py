@@ -440,7 +440,49 @@ def list_servers(
     return 0
 
 
-def main(argv: Sequence[str], *, check: StatusCheck | None = None) -> int:
+def connect_all(configs: Sequence[mcp_config.McpServerConfig], settings: Mapping[str, Any]) -> dict[str, str]:
+    """Gemini's ``mcp list`` check, every server at once: connect (bounded by the
+    server's ``timeout``, else 5 s), then list its tools."""
+    import trio
+
+    states: dict[str, str] = {}
+
+    async def probe(config: mcp_config.McpServerConfig) -> None:
+        states[config.name] = await connection_state(config, settings)
+
+    async def run() -> None:
+        async with trio.open_nursery() as nursery:
+            for config in configs:
+                nursery.start_soon(probe, config)
+
+    trio.run(run)
+    return states
+
+
+async def connection_state(config: mcp_config.McpServerConfig, settings: Mapping[str, Any]) -> str:
+    import attrs
+    import trio
+
+    from actors.host.mcp import server_params
+    from actors.mcp import McpConnectError, McpConnection, is_enabled
+
+    timeout_ms = config.timeout_ms if config.timeout_ms is not None else mcp_config.MCP_LIST_DEFAULT_TIMEOUT_MS
+    params = attrs.evolve(server_params(config, settings), timeout_s=timeout_ms / 1000)
+    connection = McpConnection(params, report=lambda _line: None)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(connection.run)
+        try:
+            tools = await connection.list_tools()
+        except McpConnectError:
+            state = "Disconnected"
+        else:
+            count = sum(1 for t in tools if is_enabled(str(t.get("name", "")), params))
+            state = f"Connected ({count} tool{'' if count == 1 else 's'})"
+        nursery.cancel_scope.cancel()
+    return state
+
+
+def main(argv: Sequence[str], *, check: StatusCheck | None = connect_all) -> int:
     parser = build_parser()
     args = list(argv)
     if args and args[0] == "add":

@@ -322,17 +322,23 @@ def session_config(
     settings: Mapping[str, Any],
     secrets: tuple[str, ...] = (),
     mcp_allowed_names: Sequence[str] | None = None,
+    mcp_extra: Sequence[Any] = (),
+    settings_from_files: bool = False,
 ) -> runtime.SessionConfig:
     """The ``SessionConfig`` that ``actors.host.opening.open_session`` opens: the
     setup's registry, policy and hooks, the turn guards of ``settings``, the MCP servers
-    of ``settings`` (``mcp_allowed_names``: ``--allowed-mcp-server-names``), and
-    ``secrets`` (besides this process's keys) scrubbed from the recording."""
+    of ``settings`` (``mcp_allowed_names``: ``--allowed-mcp-server-names``; ``mcp_extra``:
+    a client's own, ``mcp_config.McpServerConfig`` entries; ``settings_from_files``: the
+    settings are the workspace's files merged, so ``mcp.allowed``/``mcp.excluded`` are
+    consolidated across them as Gemini CLI does), and ``secrets`` (besides this
+    process's keys) scrubbed from the recording."""
     max_turns = _settings.get(settings, "model.maxSessionTurns", -1)
     mcp: dict[str, Any] = {}
-    if settings.get("mcpServers") or _settings.get(settings, "mcp.serverCommand"):
-        from actors.host.mcp_config import mcp_servers
+    if mcp_extra or settings.get("mcpServers") or _settings.get(settings, "mcp.serverCommand"):
+        from actors.host.mcp_config import mcp_servers, settings_scopes
 
-        servers, errors = mcp_servers(settings, allowed_names=mcp_allowed_names)
+        scopes = settings_scopes(setup.workspace) if settings_from_files else None
+        servers, errors = mcp_servers(settings, allowed_names=mcp_allowed_names, scopes=scopes, extra=mcp_extra)
         mcp = {"mcp_servers": servers, "mcp_errors": tuple(errors)}
     return runtime.SessionConfig(
         **runtime.guard_settings(settings),

@@ -411,3 +411,10 @@ def test_a_malformed_acp_server_is_named_with_its_field(servers: Any, message: s
     with pytest.raises(McpConfigError) as info:
         acp_mcp_servers(servers, "/work")
     assert str(info.value) == message
+
+
+def test_a_value_that_repeats_its_own_reference_ends() -> None:
+    # Gemini CLI's dotenv-expand loops for ever on these (JavaScript reads "$&" and "$'"
+    # in the value as the match and the text after it); here expansion stops.
+    assert expand_env_vars("$A", {"A": "$&"}) == "$A"
+    assert len(expand_env_vars("$A-tail", {"A": "$'$&"})) < 200_000

@@ -149,6 +149,9 @@ class BusSession(AcpSession):
             history=(environment_context(setup), *history),
             recording=recording_path(o.data_directory(), self.session_id),
             settings=settings,
+            mcp_allowed_names=o.allowed_mcp_server_names,
+            mcp_extra=self.mcp_servers,
+            settings_from_files=True,
         )
         caps = self.peer.client_caps
         cfg = attrs.evolve(

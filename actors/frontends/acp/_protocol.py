@@ -71,7 +71,7 @@ def initialize_result(params: Any) -> tuple[dict[str, Any], ClientCapabilities]:
         "agentCapabilities": {
             "loadSession": True,
             "promptCapabilities": {"image": True, "audio": True, "embeddedContext": True},
-            "mcpCapabilities": {"http": False, "sse": False},
+            "mcpCapabilities": {"http": True, "sse": True},
             "sessionCapabilities": {"list": {}},
         },
         "authMethods": [dict(m) for m in AUTH_METHODS],

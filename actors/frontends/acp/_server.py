@@ -342,8 +342,10 @@ class AcpServer:
             self.sessions.pop(session.session_id, None)
 
     def _warn_attached_mcp(self, servers: list[Any]) -> None:
-        if servers:
-            self._log(f"agentbus acp: MCP servers are not supported yet; ignoring {len(servers)} of them")
+        if servers and self.options.attach:
+            self._log(
+                f"agentbus acp: the client's MCP servers are not passed to the daemon (--attach); ignoring {len(servers)} of them"
+            )
 
     async def _daemon_link(self) -> Any:
         """The connection to the daemon (``--attach``), opened by the first session."""

@@ -163,7 +163,14 @@ async def run_prepared(p: Prepared, stdout: TextIO, stderr: TextIO) -> int:
         max_attempts=RetryPolicy.from_settings(_settings.get(p.settings, "general.maxAttempts")).max_attempts,
     )
     assert p.setup is not None
-    cfg = session_config(p.setup, history=p.history, recording=p.recording, settings=p.settings)
+    cfg = session_config(
+        p.setup,
+        history=p.history,
+        recording=p.recording,
+        settings=p.settings,
+        mcp_allowed_names=p.args.allowed_mcp_server_names,
+        settings_from_files=True,
+    )
     exit_code = 0
     async with trio.open_nursery() as nursery:
         await nursery.start(GatewayActor(bus, p.backend).run)

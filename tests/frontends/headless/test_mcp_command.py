@@ -165,3 +165,48 @@ def test_list_without_servers_and_blocked_servers(work: Path) -> None:
 )
 def test_editing_replaces_only_the_value(text: str | None, expected: str) -> None:
     assert with_top_level_value(text, "mcpServers", {"s": 1}) == expected
+
+
+SERVER = str(ROOT / "tests" / "fakes" / "mcp_server.py")
+
+
+def test_list_connects_to_each_server_and_counts_its_tools(work: Path) -> None:
+    assert run(work, "add", "fake", sys.executable, SERVER, "--exclude-tools", "crash,wait").returncode == 0
+    assert run(work, "add", "--timeout", "300", "hung", sys.executable, SERVER, "--hang").returncode == 0
+    assert run(work, "add", "missing", str(work / "no-such-program")).returncode == 0
+    r = run(work, "list")
+    assert r.returncode == 0
+    assert r.stderr == (
+        "Configured MCP servers:\n\n"
+        f"✓ fake: {sys.executable} {SERVER} (stdio) - Connected (5 tools)\n"
+        f"✗ hung: {sys.executable} {SERVER} --hang (stdio) - Disconnected\n"
+        f"✗ missing: {work / 'no-such-program'}  (stdio) - Disconnected\n"
+    )
+
+
+def test_allowed_mcp_server_names_starts_only_those(work: Path) -> None:
+    for name in ("a", "b"):
+        assert run(work, "add", name, sys.executable, SERVER).returncode == 0
+    script = work / "model.responses"
+    call = {"candidates": [{"content": {"role": "model", "parts": [{"functionCall": {"name": "mcp_a_echo", "args": {"text": "x"}}}]}, "finishReason": "STOP"}]}
+    done = {"candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}]}
+    script.write_text("".join(json.dumps({"method": "generateContentStream", "response": [r]}) + "\n" for r in (call, done)))
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(work / "home"),
+        "GEMINI_CLI_HOME": str(work / "home"),
+        "AGENTBUS_DATA_DIR": str(work / "data"),
+        "PYTHONPATH": str(ROOT),
+    }
+
+    def headless(*flags: str) -> Any:
+        r = subprocess.run(
+            [sys.executable, "-m", "actors.frontends", "-p", "go", "-m", "gemini-2.5-flash", "-y", "-o", "json",
+             "--fake-responses", str(script), *flags],
+            cwd=work / "proj", env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["stats"]["tools"]["byName"]["mcp_a_echo"]
+
+    assert headless()["success"] == 1
+    assert headless("--allowed-mcp-server-names", "b")["fail"] == 1
