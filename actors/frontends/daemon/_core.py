@@ -545,6 +545,7 @@ class DaemonCore:
             recording=recording_path(self.data_dir, entry.session_id),
             settings=settings,
             secrets=secrets_from_env(environ),
+            settings_from_files=True,
         )
         if cfg.scrubber is None:  # a later client's keys may join it (``_use_credentials``)
             cfg = attrs.evolve(cfg, scrubber=runtime.session_scrubber(()))
