@@ -116,7 +116,7 @@ async def start_servers(
         excluded = excluded_of(
             tools,
             approval_mode=cfg.approval_mode,
-            tool_annotations={n: {**t.annotations, "_serverName": t.server} for n, t in tools.items()},
+            tool_annotations={n: t.policy_annotations for n, t in tools.items()},
         )
         tools = {n: t for n, t in tools.items() if n not in excluded}
     if not tools:

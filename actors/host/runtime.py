@@ -199,6 +199,7 @@ def tool_specs(cfg: SessionConfig, addrs: SessionAddresses) -> dict[str, ToolSpe
             executor=addrs.executors[cfg.executor_of(tool)],
             validate=validate,
             details=details,
+            annotations=getattr(tool, "policy_annotations", None),
         )
     return specs
 

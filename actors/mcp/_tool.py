@@ -42,6 +42,12 @@ class McpTool:
         self.trust = connection.params.trust
         self.display_name = f"{self.server_tool_name} ({self.server} MCP Server)"
 
+    @property
+    def policy_annotations(self) -> dict[str, Any]:
+        """What the policy reads of the tool (Gemini's registry metadata): its
+        annotations and ``_serverName``, by which ``mcpName`` rules and trust match."""
+        return {**self.annotations, "_serverName": self.server}
+
     def declaration(self, model: str) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parametersJsonSchema": self.schema}
 

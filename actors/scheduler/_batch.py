@@ -55,7 +55,7 @@ from ._logic import (
 )
 from ._policy_args import shell_always_allow
 from ._policy_messages import confirmation_unsupported_message, tool_not_found_message
-from ._wiring import DENIED_BY_POLICY, BatchInbox
+from ._wiring import DENIED_BY_POLICY, BatchInbox, PolicyVerdictLike
 
 if TYPE_CHECKING:
     from ._actor import SchedulerActor
@@ -245,6 +245,18 @@ class RunningBatch:
         if problem is not None:
             await self.fail(call, "invalid_tool_params", problem)
 
+    def _policy_check(
+        self, call: _Call, args: Mapping[str, Any], approval_mode: str
+    ) -> PolicyVerdictLike:
+        """The policy's verdict on ``call`` with ``args`` (an MCP tool's annotations name
+        its server)."""
+        annotations = call.spec.annotations if call.spec is not None else None
+        if annotations is None:
+            return self.w.policy.check(call.name, args, approval_mode=approval_mode)
+        return self.w.policy.check(
+            call.name, args, approval_mode=approval_mode, tool_annotations=annotations
+        )
+
     def _check_args(self, spec: ToolSpec, args: Any) -> str | None:
         """The schema and the tool's own checks, on the event loop: they are bounded (a
         real path, the ignore files of the path's ancestors), cheaper than a thread hop
@@ -414,7 +426,7 @@ class RunningBatch:
 
     async def _decide(self, call: _Call) -> None:
         args = call.args
-        verdict = self.w.policy.check(call.name, args, approval_mode=self.batch.approval_mode)
+        verdict = self._policy_check(call, args, self.batch.approval_mode)
         if call.forced_ask and verdict.decision != "deny":
             # A BeforeTool hook answered "ask": a person must confirm. Headless, that is
             # a clear tool error (Gemini CLI waits forever here; see docs/differences.md).
@@ -505,9 +517,7 @@ class RunningBatch:
             # Later calls of this wave that the new rule allows need no answer.
             for other in members:
                 if other is not call and other.status == "awaiting_approval":
-                    verdict = self.w.policy.check(
-                        other.name, other.args, approval_mode=self.batch.approval_mode
-                    )
+                    verdict = self._policy_check(other, other.args, self.batch.approval_mode)
                     if verdict.decision == "allow":
                         other.decision = "accept"
                         await self.update(other, "scheduled")
@@ -520,7 +530,7 @@ class RunningBatch:
         for call in members:
             if call.status != "awaiting_approval" or call.forced_ask or call.correlation_id is None:
                 continue
-            verdict = self.w.policy.check(call.name, call.args, approval_mode=msg.approval_mode)
+            verdict = self._policy_check(call, call.args, msg.approval_mode)
             if verdict.decision != "allow":
                 continue
             await self.port.publish(

@@ -32,7 +32,12 @@ class PolicyVerdictLike(Protocol):
 
 class PolicyLike(Protocol):
     def check(
-        self, tool_name: str, args: Mapping[str, Any], *, approval_mode: str | None = None
+        self,
+        tool_name: str,
+        args: Mapping[str, Any],
+        *,
+        approval_mode: str | None = None,
+        tool_annotations: Mapping[str, Any] | None = None,
     ) -> PolicyVerdictLike: ...
 
     def add_session_rule(

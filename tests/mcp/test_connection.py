@@ -16,6 +16,9 @@ import pytest
 import trio
 
 from actors.mcp import McpConnection, McpTool, ServerParams, discover
+from actors.tools import ExecutorActor, ToolEnv
+from bus import Bus
+from bus.messages import CancelTool, RunTool, ToolFinished
 
 SERVER = str(Path(__file__).resolve().parents[1] / "fakes" / "mcp_server.py")
 BOUND_S = 20.0
@@ -248,3 +251,27 @@ async def test_over_streamable_http_discovery_a_call_an_error_and_a_cancel(tmp_p
     assert list(tools)[:2] == ["echo", "picture"]
     assert echo.return_display == "echo: over http"
     assert failed.error_type == "mcp_tool_error"
+
+
+async def test_cancel_tool_on_the_servers_executor_ends_the_call_cancelled_and_the_server_sees_it(tmp_path: Path) -> None:
+    """The path a session takes: ``RunTool`` to the server's executor, then ``CancelTool``."""
+    marker = tmp_path / "marker"
+    bus = Bus()
+    async with running(params()) as [conn]:
+        tools = await tools_of(conn)
+        async with trio.open_nursery() as nursery:
+            env = ToolEnv(workspace=tmp_path, project_temp_dir=tmp_path)
+            await nursery.start(ExecutorActor(bus, address="exec.mcp.fake:s", tools={"mcp_fake_wait": tools["wait"]}, env=env).run)
+            client = bus.connect("client")
+            await client.send(
+                RunTool(session_id="s", call_id="c1", reply_to="client", name="mcp_fake_wait", args={"marker": str(marker)}),
+                to="exec.mcp.fake:s",
+            )
+            await until(lambda: read(marker) == "started")
+            await client.send(CancelTool(session_id="s", call_id="c1", reason="user"), to="exec.mcp.fake:s")
+            with trio.fail_after(BOUND_S):
+                finished = (await client.receive()).message
+            await until(lambda: read(marker) == "cancelled")
+            bus.disconnect("exec.mcp.fake:s")
+    assert isinstance(finished, ToolFinished)
+    assert finished.result.cancelled

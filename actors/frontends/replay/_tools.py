@@ -309,7 +309,14 @@ class RecordedPolicy:
         self._decisions = collections.deque(decisions)
         self.asked = 0
 
-    def check(self, tool_name: str, args: Mapping[str, Any], *, approval_mode: str | None = None) -> Verdict:
+    def check(
+        self,
+        tool_name: str,
+        args: Mapping[str, Any],
+        *,
+        approval_mode: str | None = None,
+        tool_annotations: Mapping[str, Any] | None = None,
+    ) -> Verdict:
         self.asked += 1
         return self._decisions.popleft() if self._decisions else Verdict("allow")
 

@@ -111,3 +111,16 @@ def test_an_untrusted_servers_tools_are_not_offered_to_a_headless_model(tmp_path
     declared = [d["name"] for d in first.config["tools"][0]["functionDeclarations"]]
     assert not [n for n in declared if n.startswith("mcp_")]
     assert json.loads(done.stdout)["stats"]["tools"]["byName"]["mcp_fake_echo"]["fail"] == 1
+
+
+def test_a_trusted_server_whose_name_has_an_underscore_runs_its_tools(tmp_path: Path) -> None:
+    """Its trust rule names the server ``my_srv``; the tool's name alone reads as server
+    ``my`` (``mcp_my_srv_echo``): the policy must be told the server (it denied the call)."""
+    done = run(
+        tmp_path,
+        {"my_srv": stdio_server(trust=True)},
+        call_response("mcp_my_srv_echo", {"text": "hi"}),
+        text_response("Done."),
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["stats"]["tools"]["byName"]["mcp_my_srv_echo"]["success"] == 1
