@@ -98,7 +98,8 @@ class McpServerConfig:
     """Its tools run without asking (in a trusted folder)."""
     description: str | None = None
     include_tools: tuple[str, ...] | None = None
-    """``None``: every tool; else only these (``name`` or ``name(...)``)."""
+    """``None``: every tool; else only these (``name`` or ``name(...)``; the connection
+    applies both lists: ``actors.mcp.is_enabled``)."""
     exclude_tools: tuple[str, ...] = ()
     """Never these, whatever ``include_tools`` says."""
     oauth: frozendict[str, Any] | None = None
@@ -130,15 +131,6 @@ class McpServerConfig:
     @property
     def request_timeout_ms(self) -> float:
         return MCP_DEFAULT_TIMEOUT_MS if self.timeout_ms is None else self.timeout_ms
-
-    def tool_enabled(self, tool: str) -> bool:
-        """Gemini's ``isEnabled``: ``excludeTools`` first, then ``includeTools`` (a tool's
-        name, or its name followed by ``(``)."""
-        if not tool or tool in self.exclude_tools:
-            return False
-        if self.include_tools is None:
-            return True
-        return any(t == tool or t.startswith(tool + "(") for t in self.include_tools)
 
     def tool_name(self, tool: str) -> str:
         return mcp_tool_name(self.name, tool)

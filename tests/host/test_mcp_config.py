@@ -225,7 +225,7 @@ def test_every_key_gemini_reads() -> None:
     assert (full.command, full.args, dict(full.env), full.cwd) == ("python", ("-m", "srv"), {"K": "v"}, "/tmp")
     assert (full.timeout_ms, full.request_timeout_ms, full.trust, full.description) == (1500, 1500, True, "d")
     assert full.transport == "stdio" and full.endpoint is None
-    assert [t for t in ("a", "b", "c", "d") if full.tool_enabled(t)] == ["a", "b"]
+    assert (full.include_tools, full.exclude_tools) == (("a", "b(x)"), ("c",))
     assert (servers["sse"].transport, servers["sse"].endpoint, servers["sse"].sse_fallback) == (
         "sse",
         "http://127.0.0.1:1/sse",
@@ -244,12 +244,6 @@ def test_a_url_wins_over_a_command_and_http_url_over_url() -> None:
     )
     assert servers["s"].transport == "http" and servers["s"].endpoint == "http://b/"
     assert problems == ["MCP server 's': both 'httpUrl' and 'url' are set; 'httpUrl' is used"]
-
-
-def test_exclude_tools_wins_over_include_tools() -> None:
-    config = McpServerConfig(name="s", command="x", include_tools=("a",), exclude_tools=("a",))
-    assert not config.tool_enabled("a")
-    assert not McpServerConfig(name="s", command="x", include_tools=()).tool_enabled("a")
 
 
 @pytest.mark.parametrize(
