@@ -124,3 +124,26 @@ def test_a_trusted_server_whose_name_has_an_underscore_runs_its_tools(tmp_path: 
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["stats"]["tools"]["byName"]["mcp_my_srv_echo"]["success"] == 1
+
+
+def test_a_recorded_mcp_call_replays_without_the_server(tmp_path: Path) -> None:
+    done = run(
+        tmp_path,
+        {"fake": stdio_server(trust=True)},
+        call_response("mcp_fake_echo", {"text": "hello"}),
+        text_response("Done."),
+    )
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "home" / ".gemini" / "settings.json").write_text("{}")
+    [recording] = (tmp_path / "data" / "sessions").glob("*.jsonl")
+    replayed = subprocess.run(
+        [AGENTBUS, "replay", "--check", "-o", "none", str(recording)],
+        cwd=tmp_path / "ws",
+        env=env_for(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    assert "check OK" in replayed.stderr
