@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Add a server (or replace one of the same name) in one scope's settings.json. "
         "An option not listed here is an argument of the server, as is everything after --.",
     )
-    add.add_argument("name", help="name of the server")
+    add.add_argument("name", metavar="NAME", help="name of the server")
     add.add_argument("command_or_url", metavar="COMMAND_OR_URL", help="command (stdio) or URL (sse, http)")
     add.add_argument("args", nargs="*", metavar="ARGS", help="the command's arguments (stdio)")
     _scope_flag(add)
@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--exclude-tools", action="append", metavar="TOOLS", help="never these tools (comma-separated or repeated)"
     )
     remove = sub.add_parser("remove", prog="agentbus mcp remove", description="Remove a server from one scope's settings.json.")
-    remove.add_argument("name", help="name of the server")
+    remove.add_argument("name", metavar="NAME", help="name of the server")
     _scope_flag(remove)
     sub.add_parser(
         "list",
