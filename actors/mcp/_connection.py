@@ -18,6 +18,7 @@ killed, each wait bounded). The SDK is imported here, on first connection, never
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -28,6 +29,11 @@ import trio
 
 from ._params import ServerParams, Transport
 from ._results import failed_request, raw_parts
+
+# The SDK logs what it ignores (a server's line that is not JSON-RPC) with tracebacks;
+# without a handler Python would print them on stderr. What matters is reported once,
+# in one line, through the connection's ``report``.
+logging.getLogger("mcp").addHandler(logging.NullHandler())
 
 CLIENT_NAME = "gemini-cli-mcp-client"
 """The client name Gemini CLI announces in ``initialize`` (servers may key on it)."""
@@ -121,6 +127,7 @@ class McpConnection:
         """Set when the current connection's server went away."""
         self._attempt: _Attempt | None = None
         self._stopping = False
+        self._bad_output_reported = False
 
     @property
     def name(self) -> str:
@@ -207,12 +214,19 @@ class McpConnection:
                 roots=[Root(uri=root.as_uri(), name=root.name) for root in self.roots]  # type: ignore[arg-type]
             )
 
+        async def on_message(message: Any) -> None:
+            if isinstance(message, Exception) and not self._bad_output_reported:
+                self._bad_output_reported = True
+                what = "" if type(message).__name__ == "ValidationError" else f": {describe(message)}"
+                self.report(f"MCP server '{self.name}' sent a message that is not JSON-RPC (ignored){what}")
+
         async with self._transport(transport) as (read, write):
             watched = _Watched(read)
             async with ClientSession(
                 watched,  # type: ignore[arg-type]
                 write,
                 list_roots_callback=list_roots,
+                message_handler=on_message,
                 client_info=Implementation(name=CLIENT_NAME, version=self.client_version),
             ) as session:
                 await session.initialize()

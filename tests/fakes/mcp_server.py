@@ -1,6 +1,7 @@
 """A small MCP server for the MCP client's tests: the SDK's ``MCPServer`` over stdio (or
 streamable HTTP on 127.0.0.1 with ``--http PORT``), or, with ``--hang``, a process that
-reads its stdin and never answers ``initialize``.
+reads its stdin and never answers ``initialize``; ``--garbage`` prints a line that is
+not JSON-RPC first.
 
 Tools: ``echo`` (text), ``picture`` (an image), ``both`` (text, audio, an embedded text
 resource and a resource link), ``fail`` (an ``isError`` result), ``wait`` (writes
@@ -75,6 +76,8 @@ def main() -> None:
     def crash() -> str:
         os._exit(3)
 
+    if "--garbage" in sys.argv:
+        print("this is not JSON-RPC", flush=True)
     if "--http" in sys.argv:
         port = int(sys.argv[sys.argv.index("--http") + 1])
         server.run("streamable-http", host="127.0.0.1", port=port)

@@ -275,3 +275,12 @@ async def test_cancel_tool_on_the_servers_executor_ends_the_call_cancelled_and_t
             bus.disconnect("exec.mcp.fake:s")
     assert isinstance(finished, ToolFinished)
     assert finished.result.cancelled
+
+
+async def test_a_line_that_is_not_json_rpc_is_reported_once_and_the_server_is_still_used() -> None:
+    lines: list[str] = []
+    async with running(params("noisy", "--garbage"), report=lines.append) as [conn]:
+        tools = await tools_of(conn)
+        echo = await tools["echo"].execute({"text": "fine"}, None)
+    assert echo.return_display == "echo: fine"
+    assert lines == ["MCP server 'noisy' sent a message that is not JSON-RPC (ignored)"]
