@@ -102,15 +102,18 @@ async def start_servers(
         if d.error is not None:
             report(d.error)
             continue
+        taken: list[str] = []
         for definition in d.tools:
             name = mcp_tool_name(d.connection.name, str(definition.get("name")))
             if name in cfg.tools or name in tools:
-                report(
-                    f"MCP server '{d.connection.name}': tool '{definition.get('name')}' is "
-                    f"registered as '{name}', which another tool has; it is skipped."
-                )
+                taken.append(name)
                 continue
             tools[name] = McpTool(name=name, connection=d.connection, definition=definition)
+        if taken:
+            report(
+                f"MCP server '{d.connection.name}': skipped {len(taken)} tool(s) whose names "
+                f"another server's or a built-in tool has: {', '.join(taken)}"
+            )
     excluded_of = getattr(cfg.policy, "excluded_tools", None)
     if excluded_of is not None and tools:
         excluded = excluded_of(

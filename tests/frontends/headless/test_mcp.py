@@ -22,14 +22,16 @@ def stdio_server(*extra: str, **config: Any) -> dict[str, Any]:
     return {"command": sys.executable, "args": [SERVER, *extra], **config}
 
 
-def run(tmp_path: Path, servers: dict[str, Any], *responses: dict[str, Any], output: str = "json") -> subprocess.CompletedProcess[str]:
+def run(
+    tmp_path: Path, servers: dict[str, Any], *responses: dict[str, Any], output: str = "json", flags: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     (tmp_path / "home" / ".gemini").mkdir(parents=True, exist_ok=True)
     (tmp_path / "home" / ".gemini" / "settings.json").write_text(json.dumps({"mcpServers": servers}))
     ws = tmp_path / "ws"
     ws.mkdir(exist_ok=True)
     script = write_responses(tmp_path / "model.responses", *responses)
     return subprocess.run(
-        [AGENTBUS, "-p", "go", "-m", "gemini-2.5-flash", "--fake-responses", str(script), "-o", output],
+        [AGENTBUS, "-p", "go", "-m", "gemini-2.5-flash", "--fake-responses", str(script), "-o", output, *flags],
         cwd=ws,
         env=env_for(tmp_path),
         capture_output=True,
@@ -147,3 +149,21 @@ def test_a_recorded_mcp_call_replays_without_the_server(tmp_path: Path) -> None:
     )
     assert replayed.returncode == 0, replayed.stderr
     assert "check OK" in replayed.stderr
+
+
+def test_tools_whose_names_another_server_has_are_skipped_in_one_line(tmp_path: Path) -> None:
+    """``a b`` and ``a_b`` both register ``mcp_a_b_<tool>`` (Gemini's character
+    sanitising): the first server by name keeps them."""
+    done = run(
+        tmp_path,
+        {"a_b": stdio_server(), "a b": stdio_server()},
+        call_response("mcp_a_b_echo", {"text": "hi"}),
+        text_response("Done."),
+        flags=("--yolo",),
+    )
+    assert done.returncode == 0, done.stderr
+    names = ", ".join(f"mcp_a_b_{t}" for t in ("echo", "picture", "both", "fail", "wait", "pid", "crash"))
+    assert done.stderr.splitlines() == [
+        f"MCP server 'a_b': skipped 7 tool(s) whose names another server's or a built-in tool has: {names}"
+    ]
+    assert json.loads(done.stdout)["stats"]["tools"]["byName"]["mcp_a_b_echo"]["success"] == 1
