@@ -5,7 +5,7 @@ not JSON-RPC first.
 
 Tools: ``echo`` (text), ``picture`` (an image), ``both`` (text, audio, an embedded text
 resource and a resource link), ``fail`` (an ``isError`` result), ``wait`` (writes
-``started`` to a file, then waits until cancelled and writes ``cancelled``), ``crash``
+its pid to ``<file>.pid`` and ``started`` to the file, then waits until cancelled and writes ``cancelled``), ``crash``
 (the process exits at once), ``pid`` (its process id).
 """
 
@@ -61,6 +61,7 @@ def main() -> None:
 
     @server.tool(description="Waits until cancelled.", structured_output=False)
     async def wait(marker: str) -> str:
+        note(marker + ".pid", str(os.getpid()))
         note(marker, "started")
         try:
             await anyio.sleep_forever()

@@ -4,10 +4,15 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from actors.recording import load_recording
 from bus.messages import GenerateRequest
@@ -167,3 +172,47 @@ def test_tools_whose_names_another_server_has_are_skipped_in_one_line(tmp_path: 
         f"MCP server 'a_b': skipped 7 tool(s) whose names another server's or a built-in tool has: {names}"
     ]
     assert json.loads(done.stdout)["stats"]["tools"]["byName"]["mcp_a_b_echo"]["success"] == 1
+
+
+def test_ctrl_c_during_a_call_cancels_it_and_the_servers_process_ends_with_the_run(tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    (tmp_path / "home" / ".gemini").mkdir(parents=True)
+    (tmp_path / "home" / ".gemini" / "settings.json").write_text(json.dumps({"mcpServers": {"fake": stdio_server(trust=True)}}))
+    (tmp_path / "ws").mkdir()
+    script = write_responses(
+        tmp_path / "model.responses", call_response("mcp_fake_wait", {"marker": str(marker)}), text_response("Done.")
+    )
+    proc = subprocess.Popen(
+        [AGENTBUS, "-p", "go", "-m", "gemini-2.5-flash", "--fake-responses", str(script), "-o", "json"],
+        cwd=tmp_path / "ws",
+        env=env_for(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        eventually(lambda: marker.exists() and marker.read_text() == "started")
+        server = int((tmp_path / "marker.pid").read_text())
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert marker.read_text() == "cancelled"
+    eventually(lambda: not alive(server))
+
+
+def eventually(check: Callable[[], bool], bound_s: float = 30.0) -> None:
+    """Wait for what another process brings about (polled; bounded against hangs)."""
+    deadline = time.monotonic() + bound_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
