@@ -22,6 +22,7 @@ import attrs
 import trio
 
 from actors.host import runtime
+from actors.host import settings as _settings
 from bus import Bus
 
 if TYPE_CHECKING:
@@ -114,6 +115,7 @@ async def start_servers(
                 f"MCP server '{d.connection.name}': skipped {len(taken)} tool(s) whose names "
                 f"another server's or a built-in tool has: {', '.join(taken)}"
             )
+    tools = {n: t for n, t in tools.items() if not excluded_by_settings(t, cfg.env.settings)}
     excluded_of = getattr(cfg.policy, "excluded_tools", None)
     if excluded_of is not None and tools:
         excluded = excluded_of(
@@ -131,6 +133,15 @@ async def start_servers(
         registered_names=(*(cfg.registered_names or tuple(cfg.tools)), *tools),
         request_config=with_mcp_declarations(cfg.request_config, list(tools.values())),
     )
+
+
+def excluded_by_settings(tool: Any, settings: Mapping[str, Any]) -> bool:
+    """``tools.exclude`` as Gemini's registry reads it for an MCP tool: its registered
+    name, its name on the server, or its class (``DiscoveredMCPTool``: every MCP tool)."""
+    listed = _settings.get(settings, "tools.exclude")
+    if not isinstance(listed, list):
+        return False
+    return bool({tool.name, tool.server_tool_name, "DiscoveredMCPTool"} & {str(e) for e in listed})
 
 
 def _executor_of(base: Callable[[Any], str]) -> Callable[[Any], str]:

@@ -28,10 +28,15 @@ def stdio_server(*extra: str, **config: Any) -> dict[str, Any]:
 
 
 def run(
-    tmp_path: Path, servers: dict[str, Any], *responses: dict[str, Any], output: str = "json", flags: tuple[str, ...] = ()
+    tmp_path: Path,
+    servers: dict[str, Any],
+    *responses: dict[str, Any],
+    output: str = "json",
+    flags: tuple[str, ...] = (),
+    settings: dict[str, Any] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     (tmp_path / "home" / ".gemini").mkdir(parents=True, exist_ok=True)
-    (tmp_path / "home" / ".gemini" / "settings.json").write_text(json.dumps({"mcpServers": servers}))
+    (tmp_path / "home" / ".gemini" / "settings.json").write_text(json.dumps({"mcpServers": servers, **(settings or {})}))
     ws = tmp_path / "ws"
     ws.mkdir(exist_ok=True)
     script = write_responses(tmp_path / "model.responses", *responses)
@@ -216,3 +221,16 @@ def alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_tools_exclude_names_an_mcp_tool_by_its_name_on_the_server(tmp_path: Path) -> None:
+    done = run(
+        tmp_path,
+        {"fake": stdio_server(trust=True)},
+        text_response("Done."),
+        settings={"tools": {"exclude": ["echo", "mcp_fake_pid"]}},
+    )
+    assert done.returncode == 0, done.stderr
+    [first] = model_requests(tmp_path)
+    declared = [d["name"] for d in first.config["tools"][0]["functionDeclarations"] if d["name"].startswith("mcp_")]
+    assert declared == [f"mcp_fake_{t}" for t in ("picture", "both", "fail", "wait", "crash")]
