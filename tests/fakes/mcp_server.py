@@ -1,5 +1,5 @@
 """A small MCP server for the MCP client's tests: the SDK's ``MCPServer`` over stdio (or
-streamable HTTP on 127.0.0.1 with ``--http PORT``), or, with ``--hang``, a process that
+streamable HTTP on 127.0.0.1 with ``--http PORT``, SSE with ``--sse PORT``), or, with ``--hang``, a process that
 reads its stdin and never answers ``initialize``; ``--garbage`` prints a line that is
 not JSON-RPC first.
 
@@ -82,6 +82,9 @@ def main() -> None:
     if "--http" in sys.argv:
         port = int(sys.argv[sys.argv.index("--http") + 1])
         server.run("streamable-http", host="127.0.0.1", port=port)
+    elif "--sse" in sys.argv:
+        port = int(sys.argv[sys.argv.index("--sse") + 1])
+        server.run("sse", host="127.0.0.1", port=port)
     else:
         server.run()
 

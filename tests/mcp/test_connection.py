@@ -198,13 +198,14 @@ def _alive(pid: int) -> bool:
 
 
 @asynccontextmanager
-async def http_server() -> AsyncIterator[str]:
-    """The fake server over streamable HTTP on 127.0.0.1; its URL once it listens."""
+async def http_server(mode: str = "--http", path: str = "/mcp") -> AsyncIterator[str]:
+    """The fake server over streamable HTTP (or SSE: ``--sse``) on 127.0.0.1; its URL
+    once it listens."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     process = await trio.lowlevel.open_process(
-        [sys.executable, SERVER, "--http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, SERVER, mode, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
 
@@ -221,7 +222,7 @@ async def http_server() -> AsyncIterator[str]:
                 if await listening():
                     break
                 await trio.sleep(0.02)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}{path}"
     finally:
         process.kill()
         await process.wait()
@@ -284,3 +285,17 @@ async def test_a_line_that_is_not_json_rpc_is_reported_once_and_the_server_is_st
         echo = await tools["echo"].execute({"text": "fine"}, None)
     assert echo.return_display == "echo: fine"
     assert lines == ["MCP server 'noisy' sent a message that is not JSON-RPC (ignored)"]
+
+
+@pytest.mark.filterwarnings("ignore:Async generator 'httpcore2\\.:ResourceWarning")
+async def test_over_sse_and_a_url_without_type_falling_back_to_sse() -> None:
+    async with http_server("--sse", "/sse") as url:
+        sse = ServerParams(name="sse", url=url, transport="sse", timeout_s=BOUND_S)
+        # Gemini's ``url`` without ``type``: streamable HTTP first, SSE when that fails.
+        either = ServerParams(name="either", url=url, transport="http", sse_fallback=True, timeout_s=BOUND_S)
+        async with running(sse, either) as conns:
+            results = []
+            for conn in conns:
+                tools = await tools_of(conn)
+                results.append((await tools["echo"].execute({"text": conn.name}, None)).return_display)
+    assert results == ["echo: sse", "echo: either"]
