@@ -36,6 +36,9 @@ from ._results import failed_request, raw_parts
 logging.getLogger("mcp").addHandler(logging.NullHandler())
 
 CLIENT_NAME = "gemini-cli-mcp-client"
+
+NEEDS_AUTH = "it requires authentication (OAuth), which agentbus does not support yet"
+"""Why a server that answered 401 could not be used."""
 """The client name Gemini CLI announces in ``initialize`` (servers may key on it)."""
 
 
@@ -128,6 +131,9 @@ class McpConnection:
         self._attempt: _Attempt | None = None
         self._stopping = False
         self._bad_output_reported = False
+        self._http_statuses: list[int] = []
+        """The HTTP statuses of the current connection attempt's responses (streamable
+        HTTP: the SDK's error does not say that a server asked for authentication)."""
 
     @property
     def name(self) -> str:
@@ -189,6 +195,8 @@ class McpConnection:
                         lost = True
                 except Exception as exc:  # the server's failure, reported to who waits for it
                     attempt.error = describe(exc)
+                    if 401 in self._http_statuses or "401 Unauthorized" in attempt.error:
+                        attempt.error = NEEDS_AUTH
                     lost = attempt.done.is_set()
                 if attempt.done.is_set():
                     break
@@ -220,6 +228,7 @@ class McpConnection:
                 what = "" if type(message).__name__ == "ValidationError" else f": {describe(message)}"
                 self.report(f"MCP server '{self.name}' sent a message that is not JSON-RPC (ignored){what}")
 
+        self._http_statuses = []
         async with self._transport(transport) as (read, write):
             watched = _Watched(read)
             async with ClientSession(
@@ -240,7 +249,7 @@ class McpConnection:
             from mcp.client.sse import sse_client
 
             return sse_client(p.url or "", headers=dict(p.headers), timeout=min(p.timeout_s, 30.0))
-        return _streamable_http(p.url or "", p.headers)
+        return _streamable_http(p.url or "", p.headers, self._http_statuses.append)
 
     # -- requests --------------------------------------------------------------------------
 
@@ -318,10 +327,16 @@ def _devnull() -> TextIO:
 
 
 @asynccontextmanager
-async def _streamable_http(url: str, headers: Mapping[str, str]) -> AsyncIterator[Any]:
+async def _streamable_http(
+    url: str, headers: Mapping[str, str], status: Callable[[int], None]
+) -> AsyncIterator[Any]:
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client  # the SDK's own defaults
 
+    async def noted(response: Any) -> None:
+        status(response.status_code)
+
     async with create_mcp_http_client(headers=dict(headers)) as client:
+        client.event_hooks = {"request": [], "response": [noted]}
         async with streamable_http_client(url, http_client=client) as streams:
             yield streams

@@ -7,8 +7,10 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import psutil
@@ -299,3 +301,39 @@ async def test_over_sse_and_a_url_without_type_falling_back_to_sse() -> None:
                 tools = await tools_of(conn)
                 results.append((await tools["echo"].execute({"text": conn.name}, None)).return_display)
     assert results == ["echo: sse", "echo: either"]
+
+
+class _AsksForAuth(BaseHTTPRequestHandler):
+    def _deny(self) -> None:
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", "Bearer")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_POST = _deny
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+async def test_a_server_that_asks_for_oauth_is_one_clear_line_over_http_and_sse() -> None:
+    server = HTTPServer(("127.0.0.1", 0), _AsksForAuth)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
+        conns = [
+            McpConnection(ServerParams(name=t, url=url, transport=t, timeout_s=BOUND_S), report=lambda line: None)
+            for t in ("http", "sse")
+        ]
+        async with trio.open_nursery() as nursery:
+            for conn in conns:
+                await nursery.start(conn.run)
+            found = await discover(conns)
+            nursery.cancel_scope.cancel()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [d.error for d in found] == [
+        f"MCP server '{t}' could not be started: it requires authentication (OAuth), which agentbus does not support yet"
+        for t in ("http", "sse")
+    ]
