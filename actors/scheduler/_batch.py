@@ -506,8 +506,13 @@ class RunningBatch:
                 if not queued.terminal:
                     await self.cancel_call(queued, "User cancelled operation")
             return
-        if outcome in ("proceed_always", "proceed_always_and_save", "proceed_always_tool"):
-            if call.name == "run_shell_command":
+        server = (call.spec.annotations or {}).get("_serverName") if call.spec is not None else None
+        by_server = outcome == "proceed_always_server" and isinstance(server, str)
+        if by_server or outcome in ("proceed_always", "proceed_always_and_save", "proceed_always_tool"):
+            if by_server:
+                # Gemini's "always allow this server": every tool of the call's MCP server.
+                self.w.policy.add_session_rule("*", mcp_name=server)
+            elif call.name == "run_shell_command":
                 prefixes, redirection = shell_always_allow(str(call.args.get("command") or ""))
                 self.w.policy.add_session_rule(
                     call.name, command_prefix=prefixes, allow_redirection=redirection

@@ -47,6 +47,7 @@ class PolicyLike(Protocol):
         command_prefix: str | Sequence[str] | None = None,
         args_pattern: str | None = None,
         allow_redirection: bool | None = None,
+        mcp_name: str | None = None,
     ) -> None: ...
 
 
