@@ -92,8 +92,11 @@ def session_setup(
     interactive: bool,
     policy_paths: Sequence[str] = (),
     allowed_tools: Sequence[str] = (),
+    allowed_mcp_server_names: Sequence[str] | None = None,
 ) -> SessionSetup:
-    """Registry, policy and hooks for a session; raises ``FatalConfigError`` on bad config."""
+    """Registry, policy and hooks for a session; raises ``FatalConfigError`` on bad config.
+    ``allowed_mcp_server_names`` (``--allowed-mcp-server-names``) stands for
+    ``mcp.allowed`` in the policy too, as in Gemini CLI: those servers' tools are allowed."""
     home = _settings.gemini_home()
     env = ToolEnv(
         workspace=workspace,
@@ -113,7 +116,9 @@ def session_setup(
         policy, warnings = PolicyEngine.build(
             approval_mode=approval_mode,
             interactive=interactive,
-            settings=settings,
+            settings=settings
+            if allowed_mcp_server_names is None
+            else {**settings, "mcp": {**_mapping(settings.get("mcp")), "allowed": list(allowed_mcp_server_names)}},
             policy_paths=[Path(p) for p in policy_paths],
             user_policy_dir=home / ".gemini" / "policies",
             workspace_policy_dir=workspace / ".gemini" / "policies",

@@ -137,6 +137,7 @@ class BusSession(AcpSession):
                 interactive=True,
                 policy_paths=o.policy,
                 allowed_tools=o.allowed_tools,
+                allowed_mcp_server_names=o.allowed_mcp_server_names,
             )
         except FatalError as exc:
             raise RpcError(INTERNAL_ERROR, exc.message) from None

@@ -120,6 +120,7 @@ def prepare(
         interactive=False,
         policy_paths=args.policy,
         allowed_tools=args.allowed_tools,
+        allowed_mcp_server_names=args.allowed_mcp_server_names,
     )
     print_warnings(setup)
     env, tools, policy, hooks = setup.env, setup.tools, setup.policy, setup.hooks

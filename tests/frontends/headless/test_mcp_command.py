@@ -184,13 +184,13 @@ def test_list_connects_to_each_server_and_counts_its_tools(work: Path) -> None:
     )
 
 
-def test_allowed_mcp_server_names_starts_only_those(work: Path) -> None:
-    for name in ("a", "b"):
-        assert run(work, "add", name, sys.executable, SERVER).returncode == 0
+
+def echo_stats(work: Path, *flags: str) -> Any:
+    """A headless run whose model calls ``mcp_a_echo`` once: that tool's stats."""
     script = work / "model.responses"
-    call = {"candidates": [{"content": {"role": "model", "parts": [{"functionCall": {"name": "mcp_a_echo", "args": {"text": "x"}}}]}, "finishReason": "STOP"}]}
-    done = {"candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}]}
-    script.write_text("".join(json.dumps({"method": "generateContentStream", "response": [r]}) + "\n" for r in (call, done)))
+    call = {"functionCall": {"name": "mcp_a_echo", "args": {"text": "x"}}}
+    responses = [[{"candidates": [{"content": {"role": "model", "parts": [p]}, "finishReason": "STOP"}]}] for p in (call, {"text": "ok"})]
+    script.write_text("".join(json.dumps({"method": "generateContentStream", "response": r}) + "\n" for r in responses))
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(work / "home"),
@@ -198,15 +198,25 @@ def test_allowed_mcp_server_names_starts_only_those(work: Path) -> None:
         "AGENTBUS_DATA_DIR": str(work / "data"),
         "PYTHONPATH": str(ROOT),
     }
+    r = subprocess.run(
+        [sys.executable, "-m", "actors.frontends", "-p", "go", "-m", "gemini-2.5-flash", "-o", "json",
+         "--fake-responses", str(script), *flags],
+        cwd=work / "proj", env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["stats"]["tools"]["byName"]["mcp_a_echo"]
 
-    def headless(*flags: str) -> Any:
-        r = subprocess.run(
-            [sys.executable, "-m", "actors.frontends", "-p", "go", "-m", "gemini-2.5-flash", "-y", "-o", "json",
-             "--fake-responses", str(script), *flags],
-            cwd=work / "proj", env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout)["stats"]["tools"]["byName"]["mcp_a_echo"]
 
-    assert headless()["success"] == 1
-    assert headless("--allowed-mcp-server-names", "b")["fail"] == 1
+def test_allowed_mcp_server_names_starts_only_those(work: Path) -> None:
+    for name in ("a", "b"):
+        assert run(work, "add", name, sys.executable, SERVER).returncode == 0
+    assert echo_stats(work, "-y")["success"] == 1
+    assert echo_stats(work, "-y", "--allowed-mcp-server-names", "b")["fail"] == 1
+
+
+def test_the_flag_allows_its_servers_tools_as_mcp_allowed_does(work: Path) -> None:
+    # Gemini CLI puts --allowed-mcp-server-names in place of mcp.allowed for the policy too:
+    # headless, without -y, those servers' tools run instead of needing a confirmation.
+    assert run(work, "add", "a", sys.executable, SERVER).returncode == 0
+    assert echo_stats(work)["fail"] == 1
+    assert echo_stats(work, "--allowed-mcp-server-names", "a")["success"] == 1
