@@ -123,6 +123,8 @@ def test_a_bad_settings_file_is_one_error_and_nothing_is_written(work: Path) -> 
     assert r.returncode == 1
     assert r.stderr.count("\n") == 1 and str(path) in r.stderr and "nothing was written" in r.stderr
     assert path.read_text() == '{"model": '
+    r = run(work, "list")
+    assert r.returncode == 1 and str(path) in r.stderr
     path.write_text('{"mcpServers": ["x"]}')
     r = run(work, "remove", "s")
     assert r.returncode == 1 and "'mcpServers' is not an object" in r.stderr
