@@ -7,10 +7,13 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from actors.frontends.mcp import with_top_level_value
 from actors.host.settings import load_settings_file
@@ -222,3 +225,29 @@ def test_the_flag_allows_its_servers_tools_as_mcp_allowed_does(work: Path) -> No
     assert run(work, "add", "a", sys.executable, SERVER).returncode == 0
     assert echo_stats(work)["fail"] == 1
     assert echo_stats(work, "--allowed-mcp-server-names", "a")["success"] == 1
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@given(
+    st.dictionaries(st.sampled_from(["mcpServers", "model", "a", "//", "/*"]) | st.text(max_size=4), JSON, max_size=4),
+    st.dictionaries(st.text(max_size=4), JSON, max_size=3),
+    st.sampled_from([None, 0, 2, "\t"]),
+    st.booleans(),
+)
+def test_editing_any_settings_text_changes_only_the_key(
+    data: dict[str, Any], servers: dict[str, Any], indent: Any, comment: bool
+) -> None:
+    text = json.dumps(data, indent=indent, ensure_ascii=False)
+    if comment:
+        text = "// settings\n" + text + " /* end */\n"
+    edited = with_top_level_value(text, "mcpServers", servers)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "settings.json"
+        path.write_text(edited, encoding="utf-8")
+        assert load_settings_file(path) == {**data, "mcpServers": servers}
