@@ -200,6 +200,7 @@ def tool_specs(cfg: SessionConfig, addrs: SessionAddresses) -> dict[str, ToolSpe
             validate=validate,
             details=details,
             annotations=getattr(tool, "policy_annotations", None),
+            mcp_context=getattr(tool, "mcp_context", None),
         )
     return specs
 

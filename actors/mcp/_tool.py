@@ -48,6 +48,22 @@ class McpTool:
         annotations and ``_serverName``, by which ``mcpName`` rules and trust match."""
         return {**self.annotations, "_serverName": self.server}
 
+    @property
+    def mcp_context(self) -> dict[str, Any]:
+        """What Gemini's BeforeTool and AfterTool hooks get of an MCP call's server
+        (``mcp_context``: its keys that are set)."""
+        p = self.connection.params
+        context: dict[str, Any] = {"server_name": self.server, "tool_name": self.server_tool_name}
+        if p.command is not None:
+            context["command"] = p.command
+        if p.args:
+            context["args"] = list(p.args)
+        if p.cwd is not None:
+            context["cwd"] = p.cwd
+        if p.url is not None:
+            context["url"] = p.url
+        return context
+
     def declaration(self, model: str) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parametersJsonSchema": self.schema}
 

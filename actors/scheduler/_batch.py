@@ -257,6 +257,12 @@ class RunningBatch:
             call.name, args, approval_mode=approval_mode, tool_annotations=annotations
         )
 
+    @staticmethod
+    def _mcp_context(call: _Call) -> dict[str, Any]:
+        """An MCP call's ``mcp_context`` for its hooks (none for other tools)."""
+        context = call.spec.mcp_context if call.spec is not None else None
+        return {"mcp_context": dict(context)} if context is not None else {}
+
     def _check_args(self, spec: ToolSpec, args: Any) -> str | None:
         """The schema and the tool's own checks, on the event loop: they are bounded (a
         real path, the ignore files of the path's ancestors), cheaper than a thread hop
@@ -396,7 +402,9 @@ class RunningBatch:
             self.deferred.extendleft(reversed(held))
 
     async def _before_tool(self, call: _Call) -> None:
-        out = await self._hooks("BeforeTool", call.name, {"tool_name": call.name, "tool_input": call.args})
+        out = await self._hooks(
+            "BeforeTool", call.name, {"tool_name": call.name, "tool_input": call.args, **self._mcp_context(call)}
+        )
         if self.cancel_reason is not None:
             await self.cancel_call(call, "Operation cancelled")
             return
@@ -603,6 +611,7 @@ class RunningBatch:
                         else {}
                     ),
                 },
+                **self._mcp_context(call),
             },
         )
         if after is not None:

@@ -35,6 +35,9 @@ class ToolSpec:
     """An MCP tool's annotations with its ``_serverName``, given to the policy with each
     call: a server's rules match by the server's name, which the tool's registered name
     (``mcp_<server>_<tool>``) cannot tell when the server's name has a ``_``."""
+    mcp_context: Mapping[str, Any] | None = None
+    """An MCP tool's server and name on it, as the BeforeTool and AfterTool hooks get them
+    (``mcp_context``)."""
     """Value checks after the schema check (the tool's own), in the batch's approval
     mode (plan mode changes where a write may go); an error message or None."""
     details: Callable[[Mapping[str, Any], str], Mapping[str, Any]] = lambda args, approval_mode: {}

@@ -234,3 +234,20 @@ def test_tools_exclude_names_an_mcp_tool_by_its_name_on_the_server(tmp_path: Pat
     [first] = model_requests(tmp_path)
     declared = [d["name"] for d in first.config["tools"][0]["functionDeclarations"] if d["name"].startswith("mcp_")]
     assert declared == [f"mcp_fake_{t}" for t in ("picture", "both", "fail", "wait", "crash")]
+
+
+def test_before_and_after_tool_hooks_get_the_calls_mcp_context(tmp_path: Path) -> None:
+    seen = tmp_path / "hook-input"
+    hook = {"matcher": "mcp_fake_echo", "hooks": [{"type": "command", "command": f"cat >> {seen}; echo >> {seen}"}]}
+    done = run(
+        tmp_path,
+        {"fake": stdio_server(trust=True)},
+        call_response("mcp_fake_echo", {"text": "hi"}),
+        text_response("Done."),
+        settings={"hooks": {"BeforeTool": [hook], "AfterTool": [hook]}},
+    )
+    assert done.returncode == 0, done.stderr
+    inputs = [json.loads(line) for line in seen.read_text().splitlines() if line.strip()]
+    assert [i["hook_event_name"] for i in inputs] == ["BeforeTool", "AfterTool"]
+    for i in inputs:
+        assert i["mcp_context"] == {"server_name": "fake", "tool_name": "echo", "command": sys.executable, "args": [SERVER]}
