@@ -49,6 +49,7 @@ from bus.messages import ToolResult
 from ._base import OutputSink, ToolEnv, error_result
 from ._discovery import FileDiscovery, readdir_sorted, respect_flags
 from ._fs_errors import NodeFsError
+from ._jsdiff import create_patch, get_diff_stat
 from ._paths import (
     js_prefix,
     make_relative,
@@ -59,13 +60,11 @@ from ._paths import (
 )
 from ._write_file import (
     APPROVAL_FILE_LIMIT,
-    create_patch,
     detect_line_ending,
     detect_omission_placeholders,
     diff_context_snippet,
     edit_confirmation,
     ensure_parent_dir,
-    get_diff_stat,
     larger_than_note,
     read_text_file,
     resolve_plan_path,

@@ -9,13 +9,11 @@ from pathlib import Path
 import pytest
 
 from actors.tools import _write_file
+from actors.tools._jsdiff import create_patch, diff_lines, get_diff_stat
 from actors.tools._write_file import (
     WriteFileTool,
-    create_patch,
     detect_omission_placeholders,
     diff_context_snippet,
-    diff_lines,
-    get_diff_stat,
 )
 from tests.conftest import SHARED
 
