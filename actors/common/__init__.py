@@ -13,6 +13,7 @@ gets from Node and its npm packages, so every actor computes them the same way:
 - ``_truncation``: Gemini's head-and-tail rendering of a long text, UTF-16 slices.
 - ``_regex``: JavaScript regular expressions on Python's ``re``, with V8's errors.
 - ``_model_json``: a model's JSON answer, fenced or not (the side requests' checks).
+- ``_env``: which environment variables a child process may see (shell, MCP servers).
 - ``_lazy``: a package's public names imported on first use.
 - ``_shell``: shell syntax — shell-quote's ``parse`` and ``quote``, Gemini's
   ``stripShellWrapper`` and ``escapeShellArg``.
@@ -38,6 +39,7 @@ from ._bash import (
     parse_command_details,
     split_commands,
 )
+from ._env import ALWAYS_ALLOWED_VARIABLES, NEVER_ALLOWED_VARIABLES, env_redacted
 from ._js import (
     JS_WHITESPACE,
     js_json,
@@ -92,6 +94,9 @@ from ._truncation import (
 from ._untrusted import UNTRUSTED_CLOSE, UNTRUSTED_OPEN, escape_untrusted, wrap_untrusted
 
 __all__ = [
+    "ALWAYS_ALLOWED_VARIABLES",
+    "NEVER_ALLOWED_VARIABLES",
+    "env_redacted",
     "UNTRUSTED_CLOSE",
     "UNTRUSTED_OPEN",
     "escape_untrusted",

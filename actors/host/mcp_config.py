@@ -44,7 +44,7 @@ from urllib.parse import urlsplit
 import attrs
 from frozendict import frozendict
 
-from actors.common import ShellQuoteError, shell_quote_parse
+from actors.common import ShellQuoteError, env_redacted, shell_quote_parse
 from actors.host import settings as _settings
 from actors.host.flags import split_server_names as split_server_names  # re-exported
 
@@ -276,58 +276,8 @@ def expand_env_vars(text: str, environ: Mapping[str, str]) -> str:
 
 # --- the environment a stdio server gets ---------------------------------------------------
 
-ALWAYS_ALLOWED_VARIABLES: Final = frozenset(
-    {
-        "PATH", "SYSTEMROOT", "COMSPEC", "PATHEXT", "WINDIR", "TEMP", "TMP", "USERPROFILE",
-        "SYSTEMDRIVE", "HOME", "LANG", "SHELL", "TMPDIR", "USER", "LOGNAME", "TERM", "COLORTERM",
-        "ADDITIONAL_CONTEXT", "AVAILABLE_LABELS", "BRANCH_NAME", "DESCRIPTION", "EVENT_NAME",
-        "GITHUB_ENV", "IS_PULL_REQUEST", "ISSUES_TO_TRIAGE", "ISSUE_BODY", "ISSUE_NUMBER",
-        "ISSUE_TITLE", "PULL_REQUEST_NUMBER", "REPOSITORY", "TITLE", "TRIGGERING_ACTOR",
-    }
-)  # fmt: skip
-NEVER_ALLOWED_VARIABLES: Final = frozenset(
-    {
-        "CLIENT_ID", "DB_URI", "CONNECTION_STRING", "AWS_DEFAULT_REGION", "AZURE_CLIENT_ID",
-        "AZURE_TENANT_ID", "SLACK_WEBHOOK_URL", "TWILIO_ACCOUNT_SID", "DATABASE_URL",
-        "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_ACCOUNT", "FIREBASE_PROJECT_ID",
-    }
-)  # fmt: skip
-_NEVER_ALLOWED_NAME = re.compile(
-    r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|AUTH|CREDENTIAL|CREDS|PRIVATE|CERT", re.IGNORECASE
-)
-_NEVER_ALLOWED_VALUE = [
-    re.compile(p, re.IGNORECASE)
-    for p in (
-        r"-----BEGIN (RSA|OPENSSH|EC|PGP) PRIVATE KEY-----",
-        r"-----BEGIN CERTIFICATE-----",
-        r"(https?|ftp|smtp)://[^:\s]{1,1024}:[^@\s]{1,1024}@",
-        r"(ghp|gho|ghu|ghs|ghr|github_pat)_[a-zA-Z0-9_]{36,}",
-        r"AIzaSy[a-zA-Z0-9_\\-]{33}",
-        r"AKIA[A-Z0-9]{16}",
-        r"eyJ[a-zA-Z0-9_-]{0,10240}\.[a-zA-Z0-9_-]{0,10240}\.[a-zA-Z0-9_-]{0,10240}",
-        r"(s|r)k_(live|test)_[0-9a-zA-Z]{24}",
-        r"xox[abpr]-[a-zA-Z0-9-]+",
-    )
-]
 IDENTIFICATION_VARIABLE: Final = ("GEMINI_CLI", "1")
 """Set for every stdio server, as Gemini CLI sets it (servers may look for it)."""
-
-
-def _redacted(key: str, value: str, allowed: frozenset[str], blocked: frozenset[str], strict: bool) -> bool:
-    key, value = key.upper(), value.upper()
-    if key.startswith("GEMINI_CLI_"):
-        return False
-    if value and any(p.search(value) for p in _NEVER_ALLOWED_VALUE):
-        return True
-    if key.startswith("GIT_CONFIG_") or key in allowed:
-        return False
-    if key in blocked:
-        return True
-    if key in ALWAYS_ALLOWED_VARIABLES:
-        return False
-    if key in NEVER_ALLOWED_VARIABLES or strict:
-        return True
-    return bool(_NEVER_ALLOWED_NAME.search(key))
 
 
 def redacted_environment(
@@ -340,7 +290,7 @@ def redacted_environment(
     strict = bool(environ.get("GITHUB_SHA")) or environ.get("SURFACE") == "Github"
     allow = frozenset(k.upper() for k in allowed)
     block = frozenset(k.upper() for k in blocked)
-    return {k: v for k, v in environ.items() if not _redacted(k, v, allow, block, strict)}
+    return {k: v for k, v in environ.items() if not env_redacted(k, v, allow, block, strict)}
 
 
 def redaction_lists(settings: Mapping[str, Any]) -> tuple[list[str], list[str]]:

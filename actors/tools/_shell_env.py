@@ -9,11 +9,10 @@ merged settings.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from actors.common import js_parse_int
+from actors.common import env_redacted, js_parse_int
 
 from ._base import setting
 
@@ -21,40 +20,6 @@ DEFAULT_INACTIVITY_TIMEOUT_S = 300
 """``tools.shell.inactivityTimeout`` default (seconds without output)."""
 
 
-_ALWAYS_ALLOWED_ENV = frozenset(
-    {
-        "PATH", "SYSTEMROOT", "COMSPEC", "PATHEXT", "WINDIR", "TEMP", "TMP", "USERPROFILE",
-        "SYSTEMDRIVE", "HOME", "LANG", "SHELL", "TMPDIR", "USER", "LOGNAME", "TERM",
-        "COLORTERM", "ADDITIONAL_CONTEXT", "AVAILABLE_LABELS", "BRANCH_NAME", "DESCRIPTION",
-        "EVENT_NAME", "GITHUB_ENV", "IS_PULL_REQUEST", "ISSUES_TO_TRIAGE", "ISSUE_BODY",
-        "ISSUE_NUMBER", "ISSUE_TITLE", "PULL_REQUEST_NUMBER", "REPOSITORY", "TITLE",
-        "TRIGGERING_ACTOR",
-    }
-)  # fmt: skip
-_NEVER_ALLOWED_ENV = frozenset(
-    {
-        "CLIENT_ID", "DB_URI", "CONNECTION_STRING", "AWS_DEFAULT_REGION", "AZURE_CLIENT_ID",
-        "AZURE_TENANT_ID", "SLACK_WEBHOOK_URL", "TWILIO_ACCOUNT_SID", "DATABASE_URL",
-        "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_ACCOUNT", "FIREBASE_PROJECT_ID",
-    }
-)  # fmt: skip
-_NEVER_ALLOWED_NAME = re.compile(
-    "TOKEN|SECRET|PASSWORD|PASSWD|KEY|AUTH|CREDENTIAL|CREDS|PRIVATE|CERT", re.IGNORECASE
-)
-_NEVER_ALLOWED_VALUE = tuple(
-    re.compile(p, re.IGNORECASE)
-    for p in (
-        r"-----BEGIN (RSA|OPENSSH|EC|PGP) PRIVATE KEY-----",
-        r"-----BEGIN CERTIFICATE-----",
-        r"(https?|ftp|smtp)://[^:\s]{1,1024}:[^@\s]{1,1024}@",
-        r"(ghp|gho|ghu|ghs|ghr|github_pat)_[a-zA-Z0-9_]{36,}",
-        r"AIzaSy[a-zA-Z0-9_\\-]{33}",
-        r"AKIA[A-Z0-9]{16}",
-        r"eyJ[a-zA-Z0-9_-]{0,10240}\.[a-zA-Z0-9_-]{0,10240}\.[a-zA-Z0-9_-]{0,10240}",
-        r"(s|r)k_(live|test)_[0-9a-zA-Z]{24}",
-        r"xox[abpr]-[a-zA-Z0-9-]+",
-    )
-)
 _GIT_OVERRIDES = (
     ("credential.helper", ""),
     ("core.fsmonitor", ""),
@@ -65,23 +30,6 @@ _GIT_OVERRIDES = (
     ("sequence.editor", ""),
     ("diff.external", ""),
 )
-
-
-def _redacted(key: str, value: str, allowed: set[str], blocked: set[str], strict: bool) -> bool:
-    key = key.upper()
-    if key.startswith("GEMINI_CLI_"):
-        return False
-    if value and any(p.search(value.upper()) for p in _NEVER_ALLOWED_VALUE):
-        return True
-    if key.startswith("GIT_CONFIG_") or key in allowed:
-        return False
-    if key in blocked:
-        return True
-    if key in _ALWAYS_ALLOWED_ENV:
-        return False
-    if key in _NEVER_ALLOWED_ENV or strict:
-        return True
-    return _NEVER_ALLOWED_NAME.search(key) is not None
 
 
 def build_shell_env(
@@ -103,7 +51,7 @@ def build_shell_env(
     blocked = {str(k).upper() for k in redaction.get("blocked") or ()}
     strict = bool(source.get("GITHUB_SHA")) or source.get("SURFACE") == "Github"
     if redaction.get("enabled") is True or strict:
-        env = {k: v for k, v in source.items() if not _redacted(k, v, allowed, blocked, strict)}
+        env = {k: v for k, v in source.items() if not env_redacted(k, v, allowed, blocked, strict)}
     else:
         env = dict(source)
     env.update(GEMINI_CLI="1", TERM="xterm-256color", PAGER="cat", GIT_PAGER="cat")
