@@ -22,10 +22,15 @@ from .messages import kinds
 GROUPS = ("session", "turn", "model", "tools", "hooks", "control", "client")
 
 
-def _type_name(field: attrs.Attribute) -> str:  # type: ignore[type-arg]
+def _type_name(cls: type, field: attrs.Attribute) -> str:  # type: ignore[type-arg]
+    """The field's type as its class spells it (``ApprovalMode | None``): read from the
+    annotations, which stay text (``from __future__ import annotations``) after attrs or
+    cattrs has resolved ``field.type`` — the page must not depend on what ran first."""
+    for klass in cls.__mro__:
+        spelled = vars(klass).get("__annotations__", {}).get(field.name)
+        if isinstance(spelled, str):
+            return spelled
     t = field.type
-    if isinstance(t, str):
-        return t
     if isinstance(t, type) and not getattr(t, "__args__", None):
         return t.__name__
     return re.sub(r"\b(?:[a-z_]+\.)+([A-Za-z_]+)", r"\1", str(t)).replace("NoneType", "None")
@@ -56,7 +61,7 @@ def render() -> str:
             lines.append("|---|---|---|")
             for f in attrs.fields(cls):
                 note = (_field_doc(cls, f.name) or "").replace("|", "\\|")
-                kind = _type_name(f).replace("|", "\\|")
+                kind = _type_name(cls, f).replace("|", "\\|")
                 lines.append(f"| `{f.name}` | `{kind}` | {note} |")
             lines.append("")
     return "\n".join(lines).rstrip() + "\n"
