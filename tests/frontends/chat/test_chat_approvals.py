@@ -45,16 +45,19 @@ def test_approvals_show_the_diff_the_content_and_the_whole_command_and_take_one_
         term.expect("+    return a + b")
         term.expect("[y]es once / [a]lways / [n]o: ")
         assert "\x1b[32m+    return a + b" in term.raw.decode()  # green, as added lines are
+        term.wait_for_key_mode()
         term.type("y")  # no Enter
         term.expect("yes, once")
         term.expect("✓ replace calc.py success")
         term.expect("Allow WriteFile notes.txt?")
         screen = term.expect("… 20 more lines (press v to view all)")
         assert "note line 20" in screen and "note line 21" not in screen
+        term.wait_for_key_mode()
         term.type("v")
         screen = term.expect("note line 40")
         assert screen.count("note line 21") == 1
         term.expect("[y]es once / [a]lways / [n]o: ")
+        term.wait_for_key_mode()
         term.type("a")
         term.expect("yes, always")
         term.expect("✓ write_file notes.txt success")
@@ -63,6 +66,7 @@ def test_approvals_show_the_diff_the_content_and_the_whole_command_and_take_one_
         block = screen[screen.rindex("Allow Shell this command?") :].split("\n")[1:-1]
         assert all(len(row) <= WIDTH for row in block), block
         assert " ".join(row.strip() for row in block) == LONG_COMMAND  # whole, every word
+        term.wait_for_key_mode()
         term.type("n")
         term.expect("no")
         term.expect("⊘ run_shell_command")

@@ -59,6 +59,23 @@ class Terminal:
     def type(self, text: str) -> None:
         os.write(self.fd, text.encode())
 
+    def wait_for_key_mode(self) -> None:
+        """Wait (bounded) until the chat reads single keys: the terminal without echo and
+        line buffering (a key typed before is echoed and waits in the line, as it would
+        for a person who types before the question is asked)."""
+        import termios
+
+        deadline = time.monotonic() + EXPECT_TIMEOUT_S
+        while termios.tcgetattr(self.fd)[3] & (termios.ECHO | termios.ICANON):
+            left = deadline - time.monotonic()
+            assert left > 0, f"the chat never waited for a key; the screen:\n{self.screen}"
+            ready, _, _ = select.select([self.fd], [], [], min(left, 0.01))
+            if ready:
+                try:
+                    self.raw += os.read(self.fd, 65536)
+                except OSError:
+                    pass
+
     def close(self) -> None:
         if self.exit_code is None:
             os.kill(self.pid, 9)
