@@ -402,6 +402,11 @@ class DaemonCore:
                             last_updated=info.last_updated,
                         )
                     )
+            # One numbering for `--list-sessions`, `--resume N|latest`, `chat --resume` and
+            # `/sessions`: Gemini CLI's order (by start, the newest last), whatever runs;
+            # a session with no prompt yet (not listed on disk) comes after them.
+            order = {info.id: i for i, info in enumerate(recorded)}
+            out.sort(key=lambda s: order.get(s.session_id, len(order)))
         return out
 
     def request_stop(self, reason: str) -> None:
