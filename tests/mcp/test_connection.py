@@ -207,24 +207,27 @@ async def http_server(mode: str = "--http", path: str = "/mcp") -> AsyncIterator
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     process = await trio.lowlevel.open_process(
-        [sys.executable, SERVER, mode, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, SERVER, mode, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     try:
-
-        async def listening() -> bool:
-            try:
-                stream = await trio.open_tcp_stream("127.0.0.1", port)
-            except OSError:
-                return False
-            await stream.aclose()
-            return True
-
+        # Its web server says so on stderr once it listens.
+        assert process.stderr is not None
+        log = b""
         with trio.fail_after(BOUND_S):
-            while True:
-                if await listening():
-                    break
-                await trio.sleep(0.02)
-        yield f"http://127.0.0.1:{port}{path}"
+            while b"Uvicorn running on" not in log:
+                data = await process.stderr.receive_some(4096)
+                assert data, f"the server exited: {log.decode(errors='replace')}"
+                log += data
+
+        async def drain() -> None:  # its request log, so that the pipe never fills
+            assert process.stderr is not None
+            while await process.stderr.receive_some(4096):
+                pass
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drain)
+            yield f"http://127.0.0.1:{port}{path}"
+            nursery.cancel_scope.cancel(reason="the test is done with the server")
     finally:
         process.kill()
         await process.wait()

@@ -12,12 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from actors.recording import load_recording
 from bus.messages import GenerateRequest
 from tests.frontends.daemon._helpers import call_response, text_response, write_responses
-from tests.frontends.daemon._procs import env_for
+from tests.frontends.daemon._procs import ends_within, env_for
 
 AGENTBUS = str(Path(sys.executable).with_name("agentbus"))
 SERVER = str(Path(__file__).resolve().parents[2] / "fakes" / "mcp_server.py")
@@ -205,7 +203,7 @@ def test_ctrl_c_during_a_call_cancels_it_and_the_servers_process_ends_with_the_r
             proc.kill()
     assert proc.returncode == 130, err
     assert marker.read_text() == "cancelled"
-    eventually(lambda: not alive(server))
+    assert ends_within(server, 30), "the server outlived the run"
 
 
 def eventually(check: Callable[[], bool], bound_s: float = 30.0) -> None:
@@ -216,11 +214,6 @@ def eventually(check: Callable[[], bool], bound_s: float = 30.0) -> None:
         time.sleep(0.02)
 
 
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def test_tools_exclude_names_an_mcp_tool_by_its_name_on_the_server(tmp_path: Path) -> None:
