@@ -6,7 +6,7 @@ request carries a ``request_id`` chosen by the client and gets exactly one reply
 it: the request's own reply type, ``RequestDone``, or ``ProtocolError``. Session events
 arrive as envelopes (``{"v", "seq", "session_id", "sender", "to", "msg"}``, the
 recording's line format) after a ``Subscribe``; notices (``ObserverLagged``,
-``SubscriptionEnded``, ``DaemonStopping``) have no request id. These messages never
+``CaughtUp``, ``SubscriptionEnded``, ``DaemonStopping``) have no request id. These messages never
 travel on the bus; ``session_id`` is empty where a request names no session.
 """
 
@@ -325,6 +325,16 @@ class DaemonInfo:
     sessions: tuple[SessionSummary, ...] = ()
     connections: tuple[ConnectionSummary, ...] = ()
     session_id: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class CaughtUp:
+    """Notice: a new subscription's events before ``next_seq`` (its live point) have
+    been sent; what follows is live. A client showing a conversation as history knows
+    here that it has all of it."""
+
+    session_id: str
+    next_seq: int
 
 
 @attrs.frozen(kw_only=True)

@@ -32,6 +32,7 @@ from bus import Envelope
 from bus.messages import (
     ApprovalRequested,
     ApprovalSettled,
+    CaughtUp,
     SessionReady,
     TurnEnded,
     TurnStarted,
@@ -101,6 +102,9 @@ class ChatApp:
         """The session's approvals seen asked or settled since we subscribed."""
         self.questions_seen = trio.Event()
         self.questions_seen.set()
+        self.caught_up = trio.Event()
+        """The conversation before we attached has been shown (``CaughtUp``)."""
+        self.caught_up.set()
         self.after_key = ""
         """The rest of the word of the last single-key answer (see ``KEY_WORDS``)."""
         self._nursery: trio.Nursery | None = None
@@ -164,7 +168,7 @@ class ChatApp:
             ready = await self.client.load_session(
                 ident, fake_responses=o.fake_responses, fake_chunk_delay_ms=o.fake_chunk_delay_ms
             )
-            await self._switch(ready, from_seq=None)
+            await self._switch(ready, resuming=True)
         else:
             ready = await self.client.create_session(
                 str(o.workspace),
@@ -173,9 +177,9 @@ class ChatApp:
                 fake_responses=o.fake_responses,
                 fake_chunk_delay_ms=o.fake_chunk_delay_ms,
             )
-            await self._switch(ready, from_seq=1)
+            await self._switch(ready, resuming=False)
 
-    async def _switch(self, ready: SessionReady, *, from_seq: int | None) -> None:
+    async def _switch(self, ready: SessionReady, *, resuming: bool) -> None:
         if self.session_id and self.session_id != ready.session_id:
             try:
                 await self.client.unsubscribe(self.session_id)
@@ -186,9 +190,11 @@ class ChatApp:
         self.render.busy = s.busy
         self._update_idle()  # a turn that runs (maybe waiting on an approval) is waited for
         self.render.pending.clear()
+        self.render.catching_up = True
+        self.caught_up = trio.Event()
         self._sync_keys()
         self.questions.clear()
-        verb = "resumed" if ready.resumed or from_seq is None else "new"
+        verb = "resumed" if ready.resumed or resuming else "new"
         self.line(
             f"agentbus chat · {verb} session {s.session_id} · {s.model} · mode {s.approval_mode} · {s.workspace}",
             "bold",
@@ -196,8 +202,9 @@ class ChatApp:
         if s.title:
             self.line(f"  {s.title}", "dim")
         self.line("Type a prompt, or /help. Ctrl-C cancels a turn; twice exits.", "dim")
-        # From the live point when resuming; an approval still waiting is asked again.
-        subscribed = await self.client.subscribe(self.session_id, from_seq=from_seq)
+        # From the start: the conversation so far is shown (as history, up to the live
+        # point the ``Subscribed`` event gives); an approval still waiting is asked.
+        subscribed = await self.client.subscribe(self.session_id, from_seq=1)
         # (They may have been shown already: they follow the reply at once.)
         self.unseen_questions = set(subscribed.pending_approvals) - self.questions
         if self.unseen_questions:
@@ -206,6 +213,15 @@ class ChatApp:
     # -- events ---------------------------------------------------------------------------------------------
     async def _events(self) -> None:
         async for event in self.client.events:
+            if isinstance(event, CaughtUp):
+                if event.session_id == self.session_id and self.render.catching_up:
+                    self.render.catching_up = False
+                    self.render.width = terminal_width(self.out)
+                    self.write(self.render.approval_prompt())  # one still waiting
+                    self._sync_keys()
+                    self.caught_up.set()
+                    self.prompt_marker()
+                continue
             if isinstance(event, Envelope):
                 if event.session_id != self.session_id:
                     continue
@@ -230,7 +246,8 @@ class ChatApp:
                     self.ended_prompts.append(started)
                 self.interrupts = 0
                 self._update_idle()
-                self.prompt_marker()
+                if not self.render.catching_up:
+                    self.prompt_marker()
         self.line("(the daemon closed the connection)", "red")
         self.exit_code = 1
         if self._nursery is not None:
@@ -275,6 +292,7 @@ class ChatApp:
             line = await self.lines.read_line()
             if line is None:
                 # End of input (a pipe, Ctrl-D): let what runs finish, then leave.
+                await self.caught_up.wait()
                 await self.idle.wait()
                 return 0
             if isinstance(line, SingleKey):
@@ -311,6 +329,7 @@ class ChatApp:
     async def _line_typed(self, text: str) -> str | None:
         self.interrupts = 0
         stripped = text.strip()
+        await self.caught_up.wait()
         await self.questions_seen.wait()
         if self.render.pending:
             if stripped.lower() == VIEW_KEY:
@@ -366,7 +385,7 @@ class ChatApp:
                     approval_mode=self.opts.approval_mode,
                     fake_responses=self.opts.fake_responses,
                 )
-                await self._switch(ready, from_seq=1)
+                await self._switch(ready, resuming=False)
             case "/mode":
                 if not rest:
                     self.line("usage: /mode default|auto_edit|yolo|plan", "yellow")
@@ -401,7 +420,7 @@ class ChatApp:
                 return
             ident = listed[index - 1].session_id
         ready = await self.client.load_session(ident, fake_responses=self.opts.fake_responses)
-        await self._switch(ready, from_seq=None)
+        await self._switch(ready, resuming=True)
 
     def _start_tool(self, name: str, args: dict[str, Any], *, share: bool = False) -> None:
         rid = new_id()

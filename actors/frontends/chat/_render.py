@@ -6,6 +6,12 @@ current line (a terminal rewrites it in place as the call's status changes), the
 approvals waiting for an answer, whether a turn runs. With ``colour`` off the output is
 plain text, one line per status change, fit for a pipe or a log.
 
+Attaching to a session (``chat --resume``, ``/resume``, a second client) shows the
+conversation so far: the events before the daemon's ``CaughtUp`` (``catching_up``) come
+from the recording and are shown as history — each prompt, the text, every call with its
+status and output, approvals with the answer they got; an approval still waiting then
+is asked (``approval_prompt``) once the history is shown.
+
 A stream that fails mid-way is retried and its text comes again from the start: text
 on screen stays, so when a retry (``StreamRetried``) follows text of the failed attempt,
 a line says that the text above is discarded, and the new attempt's text follows in
@@ -121,6 +127,13 @@ class Renderer:
     (which comes after the failed attempt's last text)."""
     width: int = 80
     """The terminal's width (a long command is wrapped to it)."""
+    catching_up: bool = False
+    """The session events coming are the conversation before we attached."""
+    history: bool = False
+    """The event being shown is history (``catching_up``)."""
+    prompts_before: dict[str, str] = attrs.field(factory=dict)
+    """Prompts seen in the history by id, shown when their turn starts (one sent
+    while another turn ran waited for it)."""
 
     # -- styling -------------------------------------------------------------------------------------
     def style(self, text: str, *names: str) -> str:
@@ -144,7 +157,11 @@ class Renderer:
     # -- events ----------------------------------------------------------------------------------------
     def on(self, event: Any, now: float = 0.0) -> str:
         if isinstance(event, Envelope):
-            return self.message(event.message, sender=event.sender, now=now)
+            self.history = self.catching_up
+            try:
+                return self.message(event.message, sender=event.sender, now=now)
+            finally:
+                self.history = False
         match event:
             case ObserverLagged():
                 return self._line(self.style("(fell behind; caught up from the recording)", "dim"))
@@ -162,6 +179,13 @@ class Renderer:
             case TurnStarted():
                 self.busy = True
                 self.attempt_text = ""
+                if (typed := self.prompts_before.pop(msg.prompt_id, None)) is not None:
+                    return self._line(self.style("> ", "bold", "blue") + typed)
+                return ""
+            case SubmitPrompt() if self.history:
+                self.prompts_before[msg.prompt_id] = msg.display_text
+                return ""
+            case PromptQueued() | SessionClosed() if self.history:
                 return ""
             case SubmitPrompt():
                 if sender and sender != self.me and not sender.startswith("daemon:"):
@@ -202,6 +226,8 @@ class Renderer:
                 call = self.calls.setdefault(msg.call_id, _Call(msg.call_id, msg.name, thaw(msg.args)))
                 call.status = "awaiting_approval"
                 self.pending.append(msg)
+                if self.history:  # asked once the history is shown, if it still waits
+                    return self._line(self.style(f"? Allow {_title(msg)}{_args_summary(msg.name, thaw(msg.args))}?", "dim"))
                 return self.approval_prompt() if len(self.pending) == 1 else ""
             case ApprovalSettled():
                 waiting = next((p for p in self.pending if p.correlation_id == msg.correlation_id), None)
@@ -209,6 +235,8 @@ class Renderer:
                     return ""
                 self.pending.remove(waiting)
                 out = ""
+                if self.history:
+                    return self._line(self.style(f"  → {ANSWER_WORDS.get(msg.outcome, msg.outcome)}", "dim"))
                 if msg.answered_by != self.me:
                     out = self._line(self.style(f"(answered by another client: {msg.outcome})", "dim"))
                 if self.pending:
@@ -308,7 +336,7 @@ class Renderer:
         if msg.status in ("validating", "scheduled", "awaiting_approval"):
             return ""
         if msg.status == "executing":
-            call.started = now
+            call.started = None if self.history else now  # how long it ran is not known
             line = f"{SYMBOLS['executing']} {self.describe(call)} " + self.style("running…", "dim")
             if self.colour:
                 out = self._break() + line
@@ -332,7 +360,7 @@ class Renderer:
             out = CLEAR_LINE + line + "\n"
         else:
             out = self._line(line)
-        return out + (self.approval_prompt() if stale and self.pending else "")
+        return out + (self.approval_prompt() if stale and self.pending and not self.history else "")
 
     def progress(self, now: float) -> str:
         """Colour mode: the running call's line again, with its elapsed time."""
@@ -353,7 +381,7 @@ class Renderer:
         req = self.pending[0]
         details = thaw(req.details)
         details = details if isinstance(details, dict) else {}
-        title = str(details.get("title") or req.name)
+        title = _title(req)
         summary = _args_summary(req.name, thaw(req.args))
         command = details.get("command")
         block = ""
@@ -465,6 +493,11 @@ def _hunk_lines(diff: str) -> list[str]:
     lines = diff.rstrip("\n").split("\n")
     start = next((i for i, line in enumerate(lines) if line.startswith("@@")), len(lines))
     return lines[start:]
+
+
+def _title(req: ApprovalRequested) -> str:
+    details = thaw(req.details)
+    return str((details.get("title") if isinstance(details, dict) else None) or req.name)
 
 
 def _args_summary(name: str, args: Any) -> str:

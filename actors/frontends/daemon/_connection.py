@@ -64,6 +64,7 @@ from bus.messages import (
     Cancel,
     CancelBatch,
     CancelTurn,
+    CaughtUp,
     CompletedCall,
     ConnectionSummary,
     CreateSession,
@@ -639,6 +640,7 @@ class ConnectionActor:
                         break
                     await trio.lowlevel.checkpoint()
                     expected = await self._catch_up(cursor, expected, None, wanted)
+                await self._send(CaughtUp(session_id=sid, next_seq=live_point))
             else:
                 expected = await self._catch_up(cursor, expected, None, wanted)
             expected = await self._forward(sub, cursor, expected, wanted)

@@ -37,7 +37,9 @@ the daemon's ``code`` and message:
 ``events`` yields, in the order the daemon sent them: ``bus.Envelope`` (a session event;
 per session in sequence order, without gap or duplicate), ``ObserverLagged`` (this
 client fell behind; what follows was caught up from the recording),
-``SubscriptionEnded``, ``DaemonStopping`` and request-less ``ProtocolError`` notices.
+``CaughtUp`` (a new subscription's events before its live point have all come: what
+follows is live), ``SubscriptionEnded``, ``DaemonStopping`` and request-less
+``ProtocolError`` notices.
 It ends when the connection closes. The client buffers events without bound: read
 them (the daemon bounds what it buffers for a slow client, not the other way round).
 A request longer than the daemon's frame limit (``MAX_FRAME``, 64 MiB: a prompt may
@@ -78,6 +80,7 @@ from bus.messages import (
     Answer,
     CallTool,
     Cancel,
+    CaughtUp,
     CreateSession,
     DaemonInfo,
     DaemonStatus,
@@ -104,7 +107,7 @@ from bus.messages import (
     new_id,
 )
 
-Event: TypeAlias = Envelope | ObserverLagged | SubscriptionEnded | DaemonStopping | ProtocolError | Message
+Event: TypeAlias = Envelope | ObserverLagged | CaughtUp | SubscriptionEnded | DaemonStopping | ProtocolError | Message
 """What ``DaemonClient.events`` yields (see the module doc)."""
 
 _T = TypeVar("_T")

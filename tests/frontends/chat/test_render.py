@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import attrs
+
 from actors.frontends.chat._render import Renderer, parse_answer
 from bus import Envelope
 from bus.messages import (
@@ -9,6 +11,7 @@ from bus.messages import (
     ApprovalSettled,
     CompletedCall,
     Message,
+    PromptQueued,
     SubmitPrompt,
     TextStreamed,
     ToolCallRequested,
@@ -149,3 +152,59 @@ def test_subagent_activity_is_indented_under_its_call() -> None:
         "      ↳ [inner] glob: error\n"
         "    ↳ [worker] finished: GOAL\n"
     )
+
+
+def test_history_shows_each_prompt_with_its_turn_and_answered_questions_with_their_answer() -> None:
+    """Attaching, the conversation so far is shown: a prompt sent while another turn ran
+    comes with its own turn, a call's status without a duration nobody measured, an
+    answered question with its answer (not asked again), and a question still waiting
+    only asked once the history is shown."""
+    r = Renderer(colour=False, me="client:new", catching_up=True)
+    asked = ApprovalRequested(
+        session_id=S, batch_id="b1", call_id="c1", correlation_id="k1", name="write_file",
+        args={"file_path": "a.txt"}, details={"type": "edit", "title": "WriteFile"},
+    )  # fmt: skip
+    waiting = attrs.evolve(asked, batch_id="b2", call_id="c2", correlation_id="k2", args={"file_path": "b.txt"})
+    out = show(
+        r,
+        SubmitPrompt(session_id=S, prompt_id="p1", display_text="write a"),
+        TurnStarted(session_id=S, turn_id="t1", prompt_id="p1"),
+        SubmitPrompt(session_id=S, prompt_id="p2", display_text="then b"),
+        PromptQueued(session_id=S, prompt_id="p2", position=1),
+        asked,
+        ApprovalSettled(session_id=S, correlation_id="k1", outcome="proceed_once", answered_by="client:old"),
+        ToolCallUpdated(session_id=S, batch_id="b1", call_id="c1", name="write_file", status="executing"),
+        ToolCallUpdated(session_id=S, batch_id="b1", call_id="c1", name="write_file", status="success"),
+        TextStreamed(session_id=S, turn_id="t1", text="Wrote a."),
+        TurnEnded(session_id=S, turn_id="t1", stop_reason="end_turn"),
+        TurnStarted(session_id=S, turn_id="t2", prompt_id="p2"),
+        waiting,
+        sender="client:old",
+    )
+    assert out == (
+        "> write a\n"
+        "? Allow WriteFile a.txt?\n"
+        "  → yes, once\n"
+        "⏺ write_file a.txt running…\n"
+        "✓ write_file a.txt success\n"
+        "Wrote a.\n"
+        "> then b\n"
+        "? Allow WriteFile b.txt?\n"
+    )
+    assert [p.correlation_id for p in r.pending] == ["k2"]
+    r.catching_up = False
+    assert r.approval_prompt().startswith("? Allow WriteFile b.txt?\n")
+
+
+def test_live_events_after_the_history_are_shown_as_before() -> None:
+    r = Renderer(colour=False, me="client:1", catching_up=True)
+    show(r, SubmitPrompt(session_id=S, prompt_id="p1", display_text="hi"), sender="client:old")
+    r.catching_up = False
+    out = show(
+        r,
+        SubmitPrompt(session_id=S, prompt_id="p2", display_text="from elsewhere"),
+        TurnStarted(session_id=S, turn_id="t1", prompt_id="p1"),
+        sender="client:other",
+    )
+    # Another client's prompt as it comes; the history's own when its turn starts.
+    assert out == "» from elsewhere\n> hi\n"

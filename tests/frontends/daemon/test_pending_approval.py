@@ -105,7 +105,10 @@ def test_chat_resume_shows_the_pending_question_and_y_answers_it(home: Path) -> 
         resumed = resume_chat(home, "y\n")
         assert "Allow" in resumed, resumed
         assert "Written." in resumed, resumed
-        assert "Allow" not in resume_chat(home, "")  # answered: nobody is asked again
+        again = resume_chat(home, "")
+        assert "[y]es once" not in again, again  # answered: nobody is asked again
+        # The conversation so far shows the question with the answer it got.
+        assert "> write it\n? Allow WriteFile out.txt?\n  → yes, once\n" in again, again
     finally:
         agentbus(home, "daemon", "stop")
     assert (home / "ws" / "out.txt").read_text() == "approved\n"

@@ -1,0 +1,71 @@
+"""Attaching a chat to a session shows the conversation so far (issue 21): ``chat
+--resume`` of a finished conversation, and a second chat attaching while a tool runs
+sees the call's header and its output so far, then what follows live."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from bus.messages import ToolOutputStreamed, TurnEnded
+from tests.frontends.daemon._helpers import (
+    call_response,
+    client_of,
+    events_until,
+    running_daemon,
+    text_response,
+    write_responses,
+)
+from tests.frontends.daemon._procs import agentbus, piped_chat
+
+
+def test_resume_prints_the_conversation_in_order(home: Path) -> None:
+    (home / "ws" / "a.txt").write_text("alpha\n")
+    fake = write_responses(
+        home / "f.responses",
+        call_response("read_file", {"file_path": "a.txt"}),
+        text_response("It says alpha."),
+        text_response("Second answer."),
+    )
+    try:
+        first = piped_chat(home, "--fake-responses", str(fake), "-m", "gemini-2.5-flash", typed="read a.txt\nagain please\n")
+        assert first.returncode == 0, first.stderr
+        resumed = piped_chat(home, "--resume", "latest", typed="")
+        assert resumed.returncode == 0, resumed.stderr
+        # The second prompt was sent while the first turn ran: it is shown with its turn.
+        assert (
+            "> read a.txt\n"
+            "⏺ read_file a.txt running…\n"
+            "✓ read_file a.txt success\n"
+            "It says alpha.\n"
+            "> again please\n"
+            "Second answer.\n"
+        ) in resumed.stdout, resumed.stdout
+        assert "queued" not in resumed.stdout
+    finally:
+        agentbus(home, "daemon", "stop")
+
+
+async def test_a_chat_attaching_mid_tool_sees_its_header_and_output_so_far(home: Path) -> None:
+    fake = write_responses(
+        home / "f.responses",
+        call_response("run_shell_command", {"command": "echo started; sleep 600"}),
+        text_response("Stopped."),
+    )
+    with trio.fail_after(60):
+        async with running_daemon(home), client_of(home, "first") as first:
+            sid = (
+                await first.create_session(
+                    str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash", approval_mode="yolo"
+                )
+            ).session_id
+            await first.subscribe(sid, from_seq=1)
+            await first.prompt(sid, "run it")
+            await events_until(first, lambda m: isinstance(m, ToolOutputStreamed) and "started" in m.text)
+            attached = await trio.to_thread.run_sync(lambda: piped_chat(home, "--resume", sid, typed="/quit\n"))
+            await first.cancel(sid)
+            [*_, ended] = await events_until(first)
+            assert isinstance(ended.message, TurnEnded) and ended.message.stop_reason == "cancelled"
+    assert attached.returncode == 0, attached.stderr
+    assert "> run it\n⏺ run_shell_command echo started; sleep 600 running…\n  │ started\n" in attached.stdout, attached.stdout
