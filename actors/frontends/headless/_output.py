@@ -107,6 +107,8 @@ class Stats:
     def on_done(self, request_id: str, model: str, latency_ms: int, failed: bool, error_type: str = "") -> None:
         req = self._requests.pop(request_id, None)
         usage = self._usage.pop(request_id, None) or {}
+        if req is not None and req.role == "token_counter":
+            return  # Gemini CLI's countTokens calls are not logged, so not in its stats
         role = _role_name(req.role if req else "main")
         if failed and req is not None:
             model = req.model

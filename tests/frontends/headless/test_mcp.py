@@ -1,5 +1,9 @@
 """Headless runs with MCP servers from settings.json, as a user runs them: the SDK's
-``MCPServer`` (tests/fakes/mcp_server.py) as a stdio subprocess, the model scripted."""
+``MCPServer`` (tests/fakes/mcp_server.py) as a stdio subprocess, the model scripted.
+
+The runs whose model side matters go through both backends (``backend``): the scripted
+one in-process, and the live one (the real google-genai SDK over HTTP to
+tests/fakes/gemini_server.py, ``AGENTBUS_FAKE_RESPONSES_OVER_HTTP=1``)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from actors.recording import load_recording
 from bus.messages import GenerateRequest
 from tests.frontends.daemon._helpers import call_response, text_response, write_responses
@@ -19,6 +25,12 @@ from tests.frontends.daemon._procs import ends_within, env_for
 
 AGENTBUS = str(Path(sys.executable).with_name("agentbus"))
 SERVER = str(Path(__file__).resolve().parents[2] / "fakes" / "mcp_server.py")
+
+
+@pytest.fixture(params=["in-process", "live"])
+def backend(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The environment that picks the backend a run's model answers from."""
+    return {"AGENTBUS_FAKE_RESPONSES_OVER_HTTP": "1"} if request.param == "live" else {}
 
 
 def stdio_server(*extra: str, **config: Any) -> dict[str, Any]:
@@ -32,6 +44,7 @@ def run(
     output: str = "json",
     flags: tuple[str, ...] = (),
     settings: dict[str, Any] | None = None,
+    backend: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     (tmp_path / "home" / ".gemini").mkdir(parents=True, exist_ok=True)
     (tmp_path / "home" / ".gemini" / "settings.json").write_text(json.dumps({"mcpServers": servers, **(settings or {})}))
@@ -41,7 +54,7 @@ def run(
     return subprocess.run(
         [AGENTBUS, "-p", "go", "-m", "gemini-2.5-flash", "--fake-responses", str(script), "-o", output, *flags],
         cwd=ws,
-        env=env_for(tmp_path),
+        env={**env_for(tmp_path), **(backend or {})},
         capture_output=True,
         text=True,
         timeout=60,
@@ -54,12 +67,13 @@ def model_requests(tmp_path: Path) -> list[GenerateRequest]:
     return [e.message for e in load_recording(recording).envelopes if isinstance(e.message, GenerateRequest)]
 
 
-def test_the_model_calls_a_trusted_servers_tool_and_reads_its_result(tmp_path: Path) -> None:
+def test_the_model_calls_a_trusted_servers_tool_and_reads_its_result(tmp_path: Path, backend: dict[str, str]) -> None:
     done = run(
         tmp_path,
         {"fake": stdio_server(trust=True)},
         call_response("mcp_fake_echo", {"text": "hello"}),
         text_response("The server said hello."),
+        backend=backend,
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
@@ -74,13 +88,14 @@ def test_the_model_calls_a_trusted_servers_tool_and_reads_its_result(tmp_path: P
     assert response["response"] == {"output": "<untrusted_context>\necho: hello\n</untrusted_context>"}
 
 
-def test_an_error_result_reaches_the_model_and_the_stream_as_a_tool_error(tmp_path: Path) -> None:
+def test_an_error_result_reaches_the_model_and_the_stream_as_a_tool_error(tmp_path: Path, backend: dict[str, str]) -> None:
     done = run(
         tmp_path,
         {"fake": stdio_server(trust=True)},
         call_response("mcp_fake_fail", {"reason": "no"}),
         text_response("It failed."),
         output="stream-json",
+        backend=backend,
     )
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
@@ -90,7 +105,7 @@ def test_an_error_result_reaches_the_model_and_the_stream_as_a_tool_error(tmp_pa
     assert result["error"]["message"].startswith("MCP tool 'fail' reported tool error for function call:")
 
 
-def test_a_hung_and_a_missing_server_are_reported_and_the_session_goes_on(tmp_path: Path) -> None:
+def test_a_hung_and_a_missing_server_are_reported_and_the_session_goes_on(tmp_path: Path, backend: dict[str, str]) -> None:
     done = run(
         tmp_path,
         {
@@ -100,6 +115,7 @@ def test_a_hung_and_a_missing_server_are_reported_and_the_session_goes_on(tmp_pa
         },
         call_response("mcp_fake_echo", {"text": "hi"}),
         text_response("Done."),
+        backend=backend,
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [
@@ -109,12 +125,13 @@ def test_a_hung_and_a_missing_server_are_reported_and_the_session_goes_on(tmp_pa
     assert json.loads(done.stdout)["stats"]["tools"]["byName"]["mcp_fake_echo"]["success"] == 1
 
 
-def test_an_untrusted_servers_tools_are_not_offered_to_a_headless_model(tmp_path: Path) -> None:
+def test_an_untrusted_servers_tools_are_not_offered_to_a_headless_model(tmp_path: Path, backend: dict[str, str]) -> None:
     done = run(
         tmp_path,
         {"fake": stdio_server()},
         call_response("mcp_fake_echo", {"text": "hi"}),
         text_response("Done."),
+        backend=backend,
     )
     assert done.returncode == 0, done.stderr
     [first, _] = model_requests(tmp_path)
@@ -177,7 +194,9 @@ def test_tools_whose_names_another_server_has_are_skipped_in_one_line(tmp_path: 
     assert json.loads(done.stdout)["stats"]["tools"]["byName"]["mcp_a_b_echo"]["success"] == 1
 
 
-def test_ctrl_c_during_a_call_cancels_it_and_the_servers_process_ends_with_the_run(tmp_path: Path) -> None:
+def test_ctrl_c_during_a_call_cancels_it_and_the_servers_process_ends_with_the_run(
+    tmp_path: Path, backend: dict[str, str]
+) -> None:
     marker = tmp_path / "marker"
     (tmp_path / "home" / ".gemini").mkdir(parents=True)
     (tmp_path / "home" / ".gemini" / "settings.json").write_text(json.dumps({"mcpServers": {"fake": stdio_server(trust=True)}}))
@@ -188,7 +207,7 @@ def test_ctrl_c_during_a_call_cancels_it_and_the_servers_process_ends_with_the_r
     proc = subprocess.Popen(
         [AGENTBUS, "-p", "go", "-m", "gemini-2.5-flash", "--fake-responses", str(script), "-o", "json"],
         cwd=tmp_path / "ws",
-        env=env_for(tmp_path),
+        env={**env_for(tmp_path), **backend},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -244,3 +263,26 @@ def test_before_and_after_tool_hooks_get_the_calls_mcp_context(tmp_path: Path) -
     assert [i["hook_event_name"] for i in inputs] == ["BeforeTool", "AfterTool"]
     for i in inputs:
         assert i["mcp_context"] == {"server_name": "fake", "tool_name": "echo", "command": sys.executable, "args": [SERVER]}
+
+
+def test_an_image_result_is_counted_by_the_count_tokens_api_which_is_no_request_in_the_stats(
+    tmp_path: Path, backend: dict[str, str]
+) -> None:
+    """A function response holding media has its tokens counted by ``countTokens``
+    before it is sent, as Gemini CLI does; Gemini's stats do not count that call (its
+    logging content generator does not log ``countTokens``): two requests, both main."""
+    done = run(
+        tmp_path,
+        {"fake": stdio_server(trust=True)},
+        call_response("mcp_fake_picture", {}),
+        {"method": "countTokens", "response": {"totalTokens": 7}},
+        text_response("A picture."),
+        backend=backend,
+    )
+    assert done.returncode == 0, done.stderr
+    [model] = json.loads(done.stdout)["stats"]["models"].values()
+    assert model["api"]["totalRequests"] == 2
+    assert list(model["roles"]) == ["main"]
+    assert model["roles"]["main"]["totalRequests"] == 2
+    _, _, last = model_requests(tmp_path)
+    assert [list(p) for p in last.contents[-1]["parts"]] == [["functionResponse"], ["inlineData"]]
