@@ -1,0 +1,230 @@
+"""agentbus and Gemini CLI 0.61.0 side by side on the same stdio MCP server
+(tests/fakes/mcp_names_server.py: tool names to sanitise, a text, an error and an image
+result), each a real process talking to its own fake Gemini server over HTTP (agentbus's
+live backend: the google-genai SDK), with the same script of model answers.
+
+Compared, in ``-o text``, ``-o json`` and ``-o stream-json``: the tools declared to the
+model (names, descriptions, schemas), the function responses that went back to it, the
+order of the API calls, and stdout (ids, times, durations and token counts aside; the
+session's own ids as ordinals). Gemini CLI is run by this test: it skips saying why when
+Gemini CLI 0.61.0 is not installed (``GEMINI_CLI_BIN``, ``/tmp/gemini-cli`` as ``make
+bench`` finds it, or the ACP kit's ``.npm-acp/gemini``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from actors.gateway import FakeEntry
+from tests.fakes.gemini_server import FakeGeminiServer, RecordedRequest
+
+ROOT = Path(__file__).resolve().parents[3]
+AGENTBUS = Path(sys.executable).with_name("agentbus")
+SERVER = ROOT / "tests" / "fakes" / "mcp_names_server.py"
+VERSION = "0.61.0"
+MODES = ("text", "json", "stream-json")
+BOUND_S = 90
+"""Only against hangs: a run takes 1-3 s."""
+
+
+def gemini_cli() -> Path:
+    """Gemini CLI 0.61.0's ``gemini``, or a skip saying where it was looked for."""
+    candidates = [
+        os.environ.get("GEMINI_CLI_BIN", ""),
+        "/tmp/gemini-cli/node_modules/.bin/gemini",
+        str(ROOT / ".npm-acp" / "gemini" / "node_modules" / ".bin" / "gemini"),
+        shutil.which("gemini") or "",
+    ]
+    for candidate in filter(None, candidates):
+        path = Path(candidate)
+        if not path.is_file():
+            continue
+        package = path.resolve().parent.parent / "package.json"
+        version = json.loads(package.read_text()).get("version") if package.is_file() else None
+        if version == VERSION:
+            return path
+    pytest.skip(
+        f"Gemini CLI {VERSION} is not installed (set GEMINI_CLI_BIN, or: cd /tmp/gemini-cli && "
+        f"npm install @google/gemini-cli@{VERSION}); the side-by-side MCP runs need it"
+    )
+
+
+if shutil.which("node") is None:
+    pytestmark = pytest.mark.skip(reason="node is not on PATH: Gemini CLI cannot run")
+
+
+def call(*calls: tuple[str, dict[str, Any]]) -> tuple[str, Any]:
+    parts = [{"functionCall": {"name": name, "args": args}} for name, args in calls]
+    return ("generateContentStream", [{"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}]}])
+
+
+def text(answer: str) -> tuple[str, Any]:
+    content = {"role": "model", "parts": [{"text": answer}]}
+    return ("generateContentStream", [{"candidates": [{"content": content, "finishReason": "STOP"}]}])
+
+
+COUNT = ("countTokens", {"totalTokens": 12})
+"""Both count the tokens of a function response holding media before sending it."""
+
+LONG = "mcp_names_a_tool_whose_name_is...sixty_three_characters_allowed"
+DECLARED = ["mcp_names_get_weather", "mcp_names_r_sum_.lookup", LONG, "mcp_names_fail-hard", "mcp_names_tiny:image"]
+BAD_ARGS = [  # the arguments fail the tools' schemas
+    call(("mcp_names_get_weather", {}), ("mcp_names_get_weather", {"city": 3}), ("mcp_names_fail-hard", {"why": "x"})),
+    text("The arguments were wrong."),
+]
+SCRIPT = [
+    call(
+        ("mcp_names_get_weather", {"city": "Paris"}),
+        ("mcp_names_r_sum_.lookup", {"person": "Ada"}),
+        (LONG, {}),
+        ("mcp_names_fail-hard", {"reason": "no"}),
+        ("mcp_names_tiny:image", {}),
+    ),
+    COUNT,
+    text("Paris is sunny; the lookup worked; one tool failed."),
+]
+SCENARIOS = {"names-and-results": SCRIPT, "bad-arguments": BAD_ARGS}
+CASES = [*((("names-and-results", mode)) for mode in MODES), ("bad-arguments", "stream-json")]
+
+
+def settings() -> dict[str, Any]:
+    return {
+        "mcpServers": {"names": {"command": sys.executable, "args": [str(SERVER)], "trust": True}},
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+    }
+
+
+async def run(program: list[str], tmp: Path, scenario: str, mode: str) -> tuple[str, list[RecordedRequest]]:
+    """One headless run of ``program`` against its own fake Gemini server."""
+    home, ws = tmp / "home", tmp / "ws"
+    (home / ".gemini").mkdir(parents=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings()))
+    ws.mkdir()
+    server = FakeGeminiServer([FakeEntry(method, response, i) for i, (method, response) in enumerate(SCENARIOS[scenario])])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(home),
+            "GEMINI_CLI_HOME": str(home),
+            "AGENTBUS_DATA_DIR": str(tmp / "data"),
+            "TMPDIR": str(tmp),
+            "LANG": "C.UTF-8",
+            "GEMINI_API_KEY": "not-a-key",
+            "GOOGLE_GEMINI_BASE_URL": server.base_url,
+            "GEMINI_CLI_NO_RELAUNCH": "true",
+        }
+        with trio.fail_after(BOUND_S):
+            done = await trio.run_process(
+                [*program, "-m", "gemini-2.5-flash", "-p", "go", "-o", mode, "--skip-trust"],
+                stdin=b"",
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+                cwd=str(ws),
+                env=env,
+            )
+        nursery.cancel_scope.cancel()
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    return done.stdout.decode(), server.requests
+
+
+# -- what is compared ------------------------------------------------------------------------
+PROPERTY_MAPS = ("properties", "response", "args")
+"""Keys whose values are the user's or the server's names, never renamed."""
+
+
+def camel(value: Any) -> Any:
+    """Field names as the API's JSON names them: it reads ``mime_type`` (the Python
+    SDK's spelling on the wire) and ``mimeType`` (the JS SDK's) as the same field."""
+    if isinstance(value, dict):
+        return {re.sub(r"_([a-z])", lambda m: m[1].upper(), k) if k[:1].islower() and k not in PROPERTY_MAPS else k:
+                (v if k in PROPERTY_MAPS else camel(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [camel(v) for v in value]
+    return value
+
+
+def mcp_declarations(request: RecordedRequest) -> list[Any]:
+    body = camel(request.body)
+    [tools] = body["config"]["tools"] if "config" in body else body["tools"]
+    declared = [d for d in tools["functionDeclarations"] if d["name"].startswith("mcp_")]
+    for d in declared:
+        # Our own wording of the parameter every tool gets (docs/differences.md: tool descriptions).
+        d["parametersJsonSchema"]["properties"]["wait_for_previous"].pop("description")
+    return declared
+
+
+def model_side(requests: list[RecordedRequest]) -> list[Any]:
+    """What each API call carried that depends on the MCP server: the call, the MCP
+    tools declared, and the last content's parts (the function responses, without the
+    calls' ids)."""
+    seen: list[Any] = []
+    for request in requests:
+        contents = request.body.get("contents") or []
+        parts = [
+            {k: ({**v, "id": None} if k == "functionResponse" else v) for k, v in camel(part).items()}
+            for part in (contents[-1]["parts"] if contents else [])
+            if "text" not in part
+        ]
+        declared = mcp_declarations(request) if request.method == "generateContentStream" else None
+        seen.append({"method": request.method, "mcp_tools": declared, "last_parts": parts})
+    return seen
+
+
+def stdout_of(mode: str, stdout: str) -> Any:
+    if mode == "text":
+        return stdout
+    if mode == "json":
+        return _scrub(json.loads(stdout))
+    ids: dict[str, str] = {}
+    return [_scrub(json.loads(line), ids) for line in stdout.splitlines() if line.strip()]
+
+
+_TOKEN_COUNTS = {"tokens", "cached", "input"}
+_VOLATILE = {"timestamp", "session_id", "duration_ms", "durationMs", "totalDurationMs", "totalLatencyMs"}
+
+
+def _scrub(value: Any, ids: dict[str, str] | None = None) -> Any:
+    """Times, durations, token counts and the session id out; tool ids as T1, T2, ..."""
+    ids = {} if ids is None else ids
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if key in _VOLATILE or key in _TOKEN_COUNTS or key.endswith("_tokens"):
+                continue
+            if key == "tool_id":
+                item = ids.setdefault(item, f"T{len(ids) + 1}")
+            out[key] = _scrub(item, ids)
+        return out
+    if isinstance(value, list):
+        return [_scrub(v, ids) for v in value]
+    return value
+
+
+@pytest.mark.parametrize(("scenario", "mode"), CASES)
+async def test_same_tools_results_and_output_as_gemini_cli(scenario: str, mode: str, tmp_path: Path) -> None:
+    gemini = gemini_cli()
+    results: dict[str, tuple[str, list[RecordedRequest]]] = {}
+
+    async def one(name: str, program: list[str]) -> None:
+        results[name] = await run(program, tmp_path / name, scenario, mode)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(one, "gemini", [str(gemini)])
+        nursery.start_soon(one, "agentbus", [str(AGENTBUS)])
+    (their_out, their_requests), (our_out, our_requests) = results["gemini"], results["agentbus"]
+    theirs = model_side(their_requests)
+    assert [d["name"] for d in theirs[0]["mcp_tools"]] == DECLARED
+    assert model_side(our_requests) == theirs
+    assert stdout_of(mode, our_out) == stdout_of(mode, their_out)
+
