@@ -38,7 +38,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "actors.turn",
         ),
     ),
-    ("host", ("actors.host",)),
+    # actors.cluster: sessions on NATS JetStream (leases, journals, servers), for the daemon.
+    ("host", ("actors.host", "actors.cluster")),
     (
         "front ends",
         (
@@ -47,6 +48,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "actors.frontends.chat",
             "actors.frontends.daemon",
             "actors.frontends.demo",
+            "actors.frontends.explore",
             "actors.frontends.headless",
             "actors.frontends.replay",
             "actors.frontends.tool",
@@ -61,8 +63,8 @@ SHARING_LAYERS = {"leaf helpers", "host", "front ends"}
 """Layers whose packages may import each other (without cycles); in the actors' layer an
 actor imports no other actor."""
 
-ASYNC_ALLOWED = ("actors/gateway/_genai",)
-"""Path prefixes that may import asyncio or anyio (the google-genai bridge)."""
+ASYNC_ALLOWED = ("actors/gateway/_genai", "actors/cluster/_nats")
+"""Path prefixes that may import asyncio or anyio (the google-genai and nats-py bridges)."""
 
 ROOT_MODULES = {"actors", "actors.__init__"}
 """The ``actors`` package itself (its docstring only)."""

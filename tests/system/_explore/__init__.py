@@ -1,76 +1,10 @@
-"""Whole sessions under explored schedules, in three parts:
+"""The explorer moved to ``actors.frontends.explore`` (a public module): this package
+re-exports it under its old names, so tests that import ``tests.system._explore`` keep
+working."""
 
-- ``script``: a ``Session`` is what the model says, the tools do and the client does,
-  as plain data with a short repr (a failing example shrinks to a session one can
-  read), and ``sessions()`` generates them;
-- ``harness``: ``run_session`` runs a session's real actors (``supervise_session`` beside
-  the real gateway, whose backend plays the model script) on trio's virtual clock, with
-  scripted tools and client, and replays the recording;
-- ``invariants``: ``check`` returns every ``Violation`` of DESIGN §5's seven invariants
-  (known runtime bugs not fixed yet excuse the invariant they break).
+from actors.frontends.explore import *  # noqa: F403
+from actors.frontends.explore import __all__ as _public
+from actors.frontends.explore import check_replies as _replies
+from actors.frontends.explore import check_sequence as _sequence
 
-Trio's scheduling choices, which hypothesis drives through ``st.random_module()``, are
-the only source of interleavings: an example is reproducible from its printed seed.
-"""
-
-from .harness import CLIENT, DEADLINE_S, SID, Run, replay_problem, run_session, session_config
-from .invariants import (
-    FIXED_RUNTIME_BUGS,
-    INVARIANTS,
-    KNOWN_RUNTIME_BUGS,
-    InvariantViolation,
-    KnownBug,
-    Violation,
-    _replies,
-    _sequence,
-    check,
-    history_order_problems,
-    known_runtime_bugs,
-)
-from .script import (
-    Answer,
-    Call,
-    Fault,
-    Follower,
-    Junk,
-    Prompt,
-    Reply,
-    Session,
-    Text,
-    Thought,
-    When,
-    sessions,
-)
-
-__all__ = [
-    "CLIENT",
-    "DEADLINE_S",
-    "FIXED_RUNTIME_BUGS",
-    "INVARIANTS",
-    "KNOWN_RUNTIME_BUGS",
-    "SID",
-    "Answer",
-    "Call",
-    "Fault",
-    "Follower",
-    "InvariantViolation",
-    "Junk",
-    "KnownBug",
-    "Prompt",
-    "Reply",
-    "Run",
-    "Session",
-    "Text",
-    "Thought",
-    "Violation",
-    "When",
-    "_replies",
-    "_sequence",
-    "check",
-    "history_order_problems",
-    "known_runtime_bugs",
-    "replay_problem",
-    "run_session",
-    "session_config",
-    "sessions",
-]
+__all__ = [*_public, "_replies", "_sequence"]

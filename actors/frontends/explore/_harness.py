@@ -30,6 +30,19 @@ import attrs
 import trio
 import trio.testing
 
+from actors.frontends.explore._script import (
+    JUNK_CHUNKS,
+    JUNK_PARTS,
+    Answer,
+    Call,
+    Fault,
+    Follower,
+    Junk,
+    Session,
+    Step,
+    Text,
+    Thought,
+)
 from actors.frontends.replay import ReplayOptions, replay_recording
 from actors.gateway import BackendError, GatewayActor
 from actors.host import runtime
@@ -49,21 +62,7 @@ from bus.messages import (
     ToolCallUpdated,
     ToolResult,
     TurnEnded,
-)
-from tests.frontends.replay._session import _Verdict, executor_of
-
-from .script import (
-    JUNK_CHUNKS,
-    JUNK_PARTS,
-    Answer,
-    Call,
-    Fault,
-    Follower,
-    Junk,
-    Session,
-    Step,
-    Text,
-    Thought,
+    as_approval_outcome,
 )
 
 SID = "explored"
@@ -75,6 +74,18 @@ BIG = 60_000
 """Characters of an oversized tool result."""
 SHM = Path("/dev/shm")
 
+
+@attrs.frozen
+class Verdict:
+    """A policy decision, as the scheduler's ``PolicyLike`` returns it."""
+
+    decision: str
+    deny_message: str | None = None
+
+
+def executor_of(tool: Any) -> str:
+    """Scripted tools: ``execute`` ones on the shell executor, the rest on files."""
+    return "shell" if tool.kind == "execute" else "files"
 
 
 # -- the model ------------------------------------------------------------------------------------
@@ -290,12 +301,19 @@ class ExplorePolicy:
     def __init__(self) -> None:
         self.always: set[str] = set()
 
-    def check(self, tool_name: str, args: Mapping[str, Any], *, approval_mode: str | None = None) -> _Verdict:
+    def check(
+        self,
+        tool_name: str,
+        args: Mapping[str, Any],
+        *,
+        approval_mode: str | None = None,
+        tool_annotations: Mapping[str, Any] | None = None,
+    ) -> Verdict:
         if tool_name == "deny_tool":
-            return _Verdict("deny", "not here")
+            return Verdict("deny", "not here")
         if isinstance(args, Mapping) and args.get("ask") and tool_name not in self.always:
-            return _Verdict("ask_user")
-        return _Verdict("allow")
+            return Verdict("ask_user")
+        return Verdict("allow")
 
     def add_session_rule(self, tool_name: str, **_: Any) -> None:
         self.always.add(tool_name)
@@ -364,7 +382,7 @@ class Run:
         for name in ("TurnCancelAcknowledged", "ApprovalRequested", "ModelRetrying", "PromptQueued", "BatchCancelAcknowledged", "ToolOutputStreamed"):
             if name in kinds:
                 out.append(f"saw {name}")
-        notices = {env.message.kind for env in self.envelopes if type(env.message).__name__ == "TurnNotice"}
+        notices = {str(getattr(env.message, "kind", "")) for env in self.envelopes if type(env.message).__name__ == "TurnNotice"}
         out += [f"notice {kind}" for kind in sorted(notices)]
         if any(span.how == "cancelled" for span in self.tools.items):
             out.append("a tool was cancelled while running")
@@ -376,14 +394,16 @@ class Run:
             out.append("the follower resubscribed")
         if self.follower_lagged:
             out.append("the follower lagged")
-        waves = {}
+        waves: dict[tuple[str, int], int] = {}
         for env in self.envelopes:
             if isinstance(env.message, ToolCallUpdated) and env.message.status == "executing":
                 key = (env.message.batch_id, env.message.wave)
                 waves[key] = waves.get(key, 0) + 1
         if any(n > 1 for n in waves.values()):
             out.append("a parallel wave ran")
-        from .invariants import known_runtime_bugs  # (the invariants read runs: imported late)
+        from actors.frontends.explore._invariants import (
+            known_runtime_bugs,  # (the invariants read runs: imported late)
+        )
 
         out += [f"excused: {name}" for name in known_runtime_bugs(self)]
         return out
@@ -431,7 +451,7 @@ async def _client(
         for who in (CLIENT, "client:second")[: 2 if how.twice else 1]:
             await _send(
                 port,
-                ApprovalAnswered(session_id=SID, correlation_id=request.correlation_id, outcome=how.outcome, answered_by=who),
+                ApprovalAnswered(session_id=SID, correlation_id=request.correlation_id, outcome=as_approval_outcome(how.outcome), answered_by=who),
                 addrs.scheduler,
             )
 
@@ -561,7 +581,8 @@ async def _follow(bus: Bus, run: Run, spec: Follower, *, task_status: trio.TaskS
 
 def _task_names() -> list[str]:
     names: list[str] = []
-    stack = [trio.lowlevel.current_root_task()]
+    root = trio.lowlevel.current_root_task()
+    stack = [root] if root is not None else []
     while stack:
         task = stack.pop()
         names.append(task.name)
@@ -571,6 +592,8 @@ def _task_names() -> list[str]:
 
 
 GATEWAY_TASK = "actors.gateway._actor.GatewayActor.run"
+HARNESS_TASKS = "actors.frontends.explore."
+"""The explorer's own tasks (the client, the timeline, the follower) are not the session's."""
 
 
 async def _run(s: Session, run: Run, workspace: Path) -> None:
@@ -614,7 +637,9 @@ async def _run(s: Session, run: Run, workspace: Path) -> None:
             await follower_done.wait()
             await trio.testing.wait_all_tasks_blocked()
             run.leftover_tasks = [
-                name for name in _task_names() if name.startswith("actors.") and name != GATEWAY_TASK
+                name
+                for name in _task_names()
+                if name.startswith("actors.") and not name.startswith(HARNESS_TASKS) and name != GATEWAY_TASK
             ]
             run.alive_after_close = run.procs.alive()
         run.stuck = deadline.cancelled_caught

@@ -10,6 +10,8 @@ from typing import Any
 
 import attrs
 
+from actors.frontends.explore._harness import DEADLINE_S, Run
+from actors.frontends.explore._script import Session
 from actors.scheduler import plan_waves
 from bus import Envelope
 from bus.json_values import thaw
@@ -35,9 +37,6 @@ from bus.messages import (
     TurnCancelAcknowledged,
     TurnEnded,
 )
-
-from .harness import DEADLINE_S, Run
-from .script import Session
 
 # -- the invariants --------------------------------------------------------------------------------
 INVARIANTS = {
@@ -145,7 +144,7 @@ def check(run: Run, *, excuse_known: bool = True) -> list[Violation]:
             return []
         return [Violation(3, f"an actor crashed: {KNOWN_RUNTIME_BUGS[run.crash].what}")]
     found: list[Violation] = []
-    for checker in (_history, _turn_ends, _replies, _sequence, _replay, _waves, _lifetimes):
+    for checker in (_history, _turn_ends, check_replies, check_sequence, _replay, _waves, _lifetimes):
         found.extend(checker(run))
     if excuse_known:
         excused = {KNOWN_RUNTIME_BUGS[name].invariant for name in known_runtime_bugs(run)}
@@ -253,7 +252,8 @@ _TERMINAL: dict[type, tuple[str, tuple[type, ...]]] = {
 }
 
 
-def _replies(run: Run) -> Iterable[Violation]:
+def check_replies(run: Run) -> Iterable[Violation]:
+    """Invariant 3: one terminal reply per request, one acknowledgement per cancel."""
     open_: dict[tuple[type, str], int] = {}
     for env in run.envelopes:
         msg = env.message
@@ -272,8 +272,8 @@ def _replies(run: Run) -> Iterable[Violation]:
             elif request_type is GenerateRequest and isinstance(msg, ModelChunk | ModelRetrying):
                 if (GenerateRequest, msg.request_id) not in open_:
                     yield Violation(3, f"{type(msg).__name__} (seq {env.seq}) after its request's terminal reply")
-    for (request_type, key), seq in open_.items():
-        yield Violation(3, f"{request_type.__name__} {key} (seq {seq}) never got its terminal reply")
+    for (request_type, request_id), seq in open_.items():
+        yield Violation(3, f"{request_type.__name__} {request_id} (seq {seq}) never got its terminal reply")
     # Cancels: each cancelled batch is acknowledged once; every cancel of a turn is
     # followed by an acknowledgement.
     cancelled: dict[str, int] = {}
@@ -304,7 +304,8 @@ def _replies(run: Run) -> Iterable[Violation]:
             yield Violation(3, f"approval {correlation[:8]} settled {count} times")
 
 
-def _sequence(run: Run) -> Iterable[Violation]:
+def check_sequence(run: Run) -> Iterable[Violation]:
+    """Invariant 4: the recording is what was delivered, gap-free; followers saw it too."""
     recording = run.recording
     assert recording is not None
     delivered = run.envelopes

@@ -1,0 +1,97 @@
+"""Explored sessions: a session's real actors re-run many times on trio's virtual clock
+while hypothesis varies what the real world would vary, with DESIGN §5's seven
+invariants (and the user's own) checked on every run.
+
+The parts, each usable on its own (in a pytest ``@given`` test, say):
+
+- the script of a session (``Session`` and its parts: ``Reply``, ``Call``, ``Fault``,
+  ``Prompt``, ``Answer``, ``When``, ``Follower``...), plain data with a short repr, and
+  ``sessions()``, the hypothesis strategy that generates whole sessions with scripted
+  tools;
+- the harness: ``run_session`` runs a ``Session`` with the real actors
+  (``actors.host.runtime.supervise_session`` beside the real gateway) on a fresh
+  ``MockClock``, then replays its recording; it returns a ``Run``;
+- the invariant checks: ``check(run)`` returns every ``Violation`` of the seven
+  invariants (``INVARIANTS`` names them);
+- targets and perturbations (``load_target``, ``perturbations``, ``run_target``): a
+  user's recording, scenario folder or fake-responses file re-run in a copy of its
+  workspace with its real tools, under a ``Perturbation`` (tool durations and outcomes,
+  chunk timing, API faults, cancels, approval answers, client disconnects);
+- user invariants (``UserRun``, ``load_invariant``): ``MODULE:FUNC`` called with each
+  finished run;
+- ``agentbus explore`` (``main``), the command line over all of it.
+
+Trio's scheduling choices, which hypothesis drives through ``st.random_module()``, are
+the only source of interleavings besides the perturbation: a run is reproducible from
+its printed seed, and its recording replays with ``agentbus replay --check``.
+"""
+
+from actors.frontends.explore._harness import (
+    CLIENT,
+    DEADLINE_S,
+    SID,
+    Run,
+    replay_problem,
+    run_session,
+    session_config,
+)
+from actors.frontends.explore._invariants import (
+    FIXED_RUNTIME_BUGS,
+    INVARIANTS,
+    KNOWN_RUNTIME_BUGS,
+    InvariantViolation,
+    KnownBug,
+    Violation,
+    check,
+    check_replies,
+    check_sequence,
+    history_order_problems,
+    known_runtime_bugs,
+)
+from actors.frontends.explore._script import (
+    Answer,
+    Call,
+    Fault,
+    Follower,
+    Junk,
+    Prompt,
+    Reply,
+    Session,
+    Text,
+    Thought,
+    When,
+    sessions,
+)
+
+__all__ = [
+    "CLIENT",
+    "DEADLINE_S",
+    "FIXED_RUNTIME_BUGS",
+    "INVARIANTS",
+    "KNOWN_RUNTIME_BUGS",
+    "SID",
+    "Answer",
+    "Call",
+    "Fault",
+    "Follower",
+    "InvariantViolation",
+    "Junk",
+    "KnownBug",
+    "Prompt",
+    "Reply",
+    "Run",
+    "Session",
+    "Text",
+    "Thought",
+    "Violation",
+    "When",
+    "check",
+    "check_replies",
+    "check_sequence",
+    "history_order_problems",
+    "known_runtime_bugs",
+    "replay_problem",
+    "run_session",
+    "session_config",
+    "sessions",
+]
