@@ -174,6 +174,7 @@ class AttachedSession(AcpSession):
         # The daemon's messages follow the replay gap-free (from ``from_seq``; a question
         # asked before it is asked again): the replay's view maps them on.
         view.follow_on(approval_mode=summary.approval_mode, model=summary.model)
+        view.model_fixed = True
         self.view = view
         try:
             async with trio.open_nursery() as helpers:
@@ -271,5 +272,6 @@ class AttachedSession(AcpSession):
             await super()._apply(
                 Update({"sessionUpdate": "current_mode_update", "currentModeId": mode_id(approval_mode)})
             )
+            await super()._apply(self.view.config_update())
         await super()._apply(Configured(request_id, approval_mode, self.view.model))
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any, NamedTuple
 
-from actors.frontends.acp._rpc import RpcError, invalid_params
+from actors.frontends.acp._rpc import RpcError, invalid_params, method_not_found
 
 PROTOCOL_VERSION = 1
 AGENT_NAME = "agentbus"
@@ -72,7 +72,7 @@ def initialize_result(params: Any) -> tuple[dict[str, Any], ClientCapabilities]:
             "loadSession": True,
             "promptCapabilities": {"image": True, "audio": True, "embeddedContext": True},
             "mcpCapabilities": {"http": True, "sse": True},
-            "sessionCapabilities": {"list": {}},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
         },
         "authMethods": [dict(m) for m in AUTH_METHODS],
         "agentInfo": {"name": AGENT_NAME, "title": "agentbus", "version": AGENT_VERSION},
@@ -125,15 +125,106 @@ MODELS: tuple[tuple[str, str, str | None], ...] = (
 )
 
 
-def models_state(model: str) -> dict[str, Any]:
+def model_choices(model: str, *, fixed: bool = False) -> list[tuple[str, str, str | None]]:
+    """The models offered, with the current one when it is not among them (``-m``,
+    settings), so that a selector always shows what runs; ``fixed``: only the current
+    one (the session's model cannot be changed)."""
+    if fixed:
+        return [next((m for m in MODELS if m[0] == model), (model, model, None))]
+    known = list(MODELS)
+    if model and all(model != m[0] for m in known):
+        known.insert(0, (model, model, None))
+    return known
+
+
+def models_state(model: str, *, fixed: bool = False) -> dict[str, Any]:
     """Gemini CLI's non-standard ``models`` (schema 0.10's unstable model selector)."""
     available = []
-    for model_id, name, description in MODELS:
+    for model_id, name, description in model_choices(model, fixed=fixed):
         entry: dict[str, Any] = {"modelId": model_id, "name": name}
         if description:
             entry["description"] = description
         available.append(entry)
     return {"availableModels": available, "currentModelId": model}
+
+
+MODE_OPTION = "mode"
+MODEL_OPTION = "model"
+
+
+def config_options(approval_mode: str, model: str, *, fixed_model: bool = False) -> list[dict[str, Any]]:
+    """The session's config options (ACP's successor of ``modes`` and ``models``): the
+    mode and the model, both ``select`` options, kept in step with ``modes``/``models``."""
+    models = []
+    for model_id, name, description in model_choices(model, fixed=fixed_model):
+        entry: dict[str, Any] = {"value": model_id, "name": name}
+        if description:
+            entry["description"] = description
+        models.append(entry)
+    return [
+        {
+            "id": MODE_OPTION,
+            "name": "Mode",
+            "description": "How tool calls are approved",
+            "category": "mode",
+            "type": "select",
+            "currentValue": mode_id(approval_mode),
+            "options": [{"value": m.id, "name": m.name, "description": m.description} for m in MODES],
+        },
+        {
+            "id": MODEL_OPTION,
+            "name": "Model",
+            "category": "model",
+            "type": "select",
+            "currentValue": model,
+            "options": models,
+        },
+    ]
+
+
+def config_choice(params: dict[str, Any], model: str, *, fixed_model: bool = False) -> tuple[str | None, str | None]:
+    """``session/set_config_option``'s change as (mode, model), one of them None; a
+    config id or value we do not offer is invalid params naming it."""
+    config_id = required_str(params, "configId")
+    value = params.get("value")
+    if params.get("type") == "boolean" or isinstance(value, bool):
+        raise invalid_params(f"{config_id!r} is not a boolean option", configId=config_id)
+    if not isinstance(value, str) or not value:
+        raise invalid_params("value must be a non-empty string", field="value")
+    if config_id == MODE_OPTION:
+        if all(value != m.id for m in MODES):
+            raise invalid_params(f"unknown mode {value!r}", configId=config_id, value=value)
+        return value, None
+    if config_id == MODEL_OPTION:
+        if all(value != m[0] for m in model_choices(model, fixed=fixed_model)):
+            raise invalid_params(f"unknown model {value!r}", configId=config_id, value=value)
+        return None, value
+    raise invalid_params(f"unknown config option {config_id!r}", configId=config_id)
+
+
+NEWER_METHODS = {"auth/login": 2, "auth/logout": 2}
+"""Methods a newer protocol version has and version 1 has not (schema v2's ``meta.json``)."""
+UNSTABLE_METHODS = frozenset(
+    {"session/fork", "providers/list", "providers/set", "providers/disable", "mcp/message", "logout"}
+    | {f"nes/{m}" for m in ("start", "suggest", "accept", "reject", "close")}
+    | {f"document/did{m}" for m in ("Open", "Change", "Close", "Save", "Focus")}
+)
+"""Methods of the schema that agentbus does not offer (unstable ones, and ``logout``:
+there is no stored login to end; ``agentCapabilities.auth.logout`` is not advertised)."""
+
+
+def unknown_method(method: str) -> RpcError:
+    """-32601 for a method we do not serve, saying why when the schema knows it."""
+    error = method_not_found(method)
+    if (version := NEWER_METHODS.get(method)) is not None:
+        error.data = {
+            "method": method,
+            "details": f"{method} is ACP protocol version {version}; this agent speaks version {PROTOCOL_VERSION}"
+            " (initialize's protocolVersion)",
+        }
+    elif method in UNSTABLE_METHODS:
+        error.data = {"method": method, "details": f"{method} is not offered by this agent (see agentCapabilities)"}
+    return error
 
 
 class Command(NamedTuple):
@@ -238,8 +329,11 @@ __all__ = [
     "USER_CALL_COMMANDS",
     "approval_mode_of",
     "available_commands",
+    "config_choice",
+    "config_options",
     "initialize_result",
     "mode_id",
+    "unknown_method",
     "modes_state",
     "models_state",
 ]

@@ -32,6 +32,8 @@ from actors.frontends.acp._protocol import (
     ClientCapabilities,
     absolute_dir,
     available_commands,
+    config_choice,
+    config_options,
     initialize_result,
     mcp_servers,
     models_state,
@@ -40,10 +42,12 @@ from actors.frontends.acp._protocol import (
     params_object,
     prompt_blocks,
     required_str,
+    unknown_method,
 )
 from actors.frontends.acp._rpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
+    REQUEST_CANCELLED,
     RESOURCE_NOT_FOUND,
     Invalid,
     Notification,
@@ -53,7 +57,6 @@ from actors.frontends.acp._rpc import (
     encode,
     error_frame,
     invalid_params,
-    method_not_found,
     notification_frame,
     parse_frame,
     request_frame,
@@ -125,8 +128,14 @@ class AcpServer:
             "session/prompt": self._prompt,
             "session/set_mode": self._set_mode,
             "session/set_model": self._set_model,
+            "session/set_config_option": self._set_config_option,
             "session/list": self._list_sessions,
+            "session/resume": self._resume_session,
+            "session/close": self._close_session_request,
+            "session/delete": self._delete_session,
         }
+        self._serving: dict[int | str, tuple[str, trio.CancelScope, Any]] = {}
+        """Client requests being served: id -> (method, its scope, its params)."""
 
     # -- running --------------------------------------------------------------------------
     async def run(self) -> None:
@@ -234,24 +243,51 @@ class AcpServer:
             session = self.sessions.get(sid) if isinstance(sid, str) else None
             if session is not None:
                 session.cancel()
-        # Other notifications ($/cancel_request, extensions) need no answer.
+        elif note.method == "$/cancel_request":
+            params = note.params if isinstance(note.params, dict) else {}
+            self._cancel_request(params.get("requestId"))
+        # Other notifications (extensions, unknown ones) are ignored, as the spec says.
+
+    def _cancel_request(self, rid: Any) -> None:
+        """``$/cancel_request``: a prompt ends as ``session/cancel`` ends it (its answer is
+        the ``cancelled`` stop reason); any other request stops and is answered -32800.
+        An id that is not pending (answered already, or never sent) is ignored."""
+        serving = self._serving.get(rid) if isinstance(rid, int | str) and not isinstance(rid, bool) else None
+        if serving is None:
+            return
+        method, scope, params = serving
+        if method == "session/prompt":
+            sid = params.get("sessionId") if isinstance(params, dict) else None
+            session = self.sessions.get(sid) if isinstance(sid, str) else None
+            if session is not None:
+                session.cancel()
+                return
+        scope.cancel(reason="$/cancel_request from the ACP client")
 
     async def _serve(self, req: Request) -> None:
         handler = self._methods.get(req.method)
         then: tuple[tuple[str, Any], ...] = ()
         if handler is None:
-            frame = error_frame(req.id, method_not_found(req.method))
+            frame = error_frame(req.id, unknown_method(req.method))
         else:
+            scope = trio.CancelScope()
+            if req.id not in self._serving:  # a reused id: the first one keeps the entry
+                self._serving[req.id] = (req.method, scope, req.params)
+            frame = error_frame(req.id, RpcError(REQUEST_CANCELLED, "Request cancelled"))
             try:
-                result = await handler(params_object(req.params))
-                if isinstance(result, Reply):
-                    result, then = result.result, result.then
-                frame = result_frame(req.id, result)
+                with scope:
+                    result = await handler(params_object(req.params))
+                    if isinstance(result, Reply):
+                        result, then = result.result, result.then
+                    frame = result_frame(req.id, result)
             except RpcError as exc:
                 frame = error_frame(req.id, exc)
             except Exception as exc:  # a bug in one request must not end the connection
                 self._log("".join(traceback.format_exception(exc)))
                 frame = error_frame(req.id, RpcError(INTERNAL_ERROR, f"Internal error: {error_text(exc)}"))
+            finally:
+                if self._serving.get(req.id, (None, None))[1] is scope:
+                    del self._serving[req.id]
         await self.send_frame(frame)
         for method, params in then:
             await self.notify(method, params)
@@ -280,6 +316,13 @@ class AcpServer:
         try:
             await self.send_frame(request_frame(rid, method, params))
             response = await waiter.wait()
+        except trio.Cancelled:
+            # Nobody waits for the answer any more (the turn was cancelled, another
+            # client answered...): tell the client it may stop (the spec's cascade).
+            if rid in self._pending and not self._closed:
+                with trio.move_on_after(1, shield=True):
+                    await self.notify("$/cancel_request", {"requestId": rid})
+            raise
         finally:
             self._pending.pop(rid, None)
         if response.error is not None:
@@ -383,13 +426,20 @@ class AcpServer:
             )
         started = await self._start(session)
         return Reply(
-            {
-                "sessionId": session.session_id,
-                "modes": modes_state(started.approval_mode),
-                "models": models_state(started.model),
-            },
+            {"sessionId": session.session_id, **self._state(started.approval_mode, started.model)},
             then=(self._commands_update(session.session_id),),
         )
+
+    def _state(self, approval_mode: str, model: str) -> dict[str, Any]:
+        """What ``session/new``, ``load`` and ``resume`` answer with: the config options,
+        and ``modes`` and Gemini CLI's ``models`` for clients that predate them. With
+        ``--attach`` the model cannot be changed: the model option offers only it."""
+        fixed = self.options.attach
+        return {
+            "modes": modes_state(approval_mode),
+            "models": models_state(model, fixed=fixed),
+            "configOptions": config_options(approval_mode, model, fixed_model=fixed),
+        }
 
     def _commands_update(self, sid: str) -> tuple[str, Any]:
         return (
@@ -398,6 +448,16 @@ class AcpServer:
         )
 
     async def _load_session(self, params: dict[str, Any]) -> Any:
+        return await self._open_existing(params, replay=True)
+
+    async def _resume_session(self, params: dict[str, Any]) -> Any:
+        return await self._open_existing(params, replay=False)
+
+    async def _open_existing(self, params: dict[str, Any], *, replay: bool) -> Any:
+        """``session/load`` (the conversation replayed as updates, then the answer) and
+        ``session/resume`` (the same session, nothing replayed). A session killed in
+        the middle of a turn goes on from its recording: its interrupted calls are
+        closed in the history (``resumable_history``)."""
         from actors.frontends.acp._session import replay_of
         from actors.recording import RecordingError, load_recording, recording_path, session_in_use
 
@@ -407,17 +467,19 @@ class AcpServer:
         cwd = absolute_dir(params)
         servers = mcp_servers(params, cwd)
         self._warn_attached_mcp(servers)
-        if self.options.attach and sid not in self.sessions:
+        running = self.sessions.get(sid)
+        if not replay and running is not None and running.view is not None:
+            # Resumed while it runs here: it goes on as it is.
+            return self._state(running.view.approval_mode, running.view.model)
+        if self.options.attach and running is None:
             from actors.frontends.acp._attach import AttachedSession
 
             attached = AttachedSession(self, await self._daemon_link(), self.options, session_id=sid, workspace=Path(cwd))
             started = await self._start(attached)
-            for update in started.replay:
-                await self.notify("session/update", {"sessionId": sid, "update": update})
-            return Reply(
-                {"modes": modes_state(started.approval_mode), "models": models_state(started.model)},
-                then=(self._commands_update(sid),),
-            )
+            if replay:
+                for update in started.replay:
+                    await self.notify("session/update", {"sessionId": sid, "update": update})
+            return Reply(self._state(started.approval_mode, started.model), then=(self._commands_update(sid),))
         path = recording_path(self.options.data_directory(), sid)
         if not path.is_file():
             raise RpcError(RESOURCE_NOT_FOUND, f"Session not found: {sid}", {"sessionId": sid})
@@ -428,23 +490,55 @@ class AcpServer:
         running = self.sessions.get(sid)
         if running is None and (in_use := session_in_use(path)):
             raise RpcError(INTERNAL_ERROR, f"Cannot load session {sid}: {in_use}")  # owned by another process
+        then = (self._commands_update(sid),)
         if running is not None and running.view is not None:
             # Loaded again while it runs here: replay what it did, keep it running.
-            replay = replay_of(recording, running.view.presenter)
+            updates = replay_of(recording, running.view.presenter) if replay else []
             approval, model = running.view.approval_mode, running.view.model
         else:
             session = BusSession(
                 self, self.bus, self.options, session_id=sid, workspace=Path(cwd), recording=recording, mcp_servers=servers
             )
             started = await self._start(session)
-            replay, approval, model = list(started.replay), started.approval_mode, started.model
+            updates, approval, model = list(started.replay) if replay else [], started.approval_mode, started.model
         # The whole history first, then the answer (the spec's order; reference D6).
-        for update in replay:
+        for update in updates:
             await self.notify("session/update", {"sessionId": sid, "update": update})
-        return Reply(
-            {"modes": modes_state(approval), "models": models_state(model)},
-            then=(self._commands_update(sid),),
-        )
+        return Reply(self._state(approval, model), then=then)
+
+    async def _close_session_request(self, params: dict[str, Any]) -> Any:
+        """``session/close``: its running work is cancelled (as ``session/cancel``), then
+        it ends here (with ``--attach``: this connection stops following it)."""
+        session = self._session(params)
+        session.cancel()
+        await session.close("closed by the ACP client (session/close)")
+        self.sessions.pop(session.session_id, None)
+        return {}
+
+    async def _delete_session(self, params: dict[str, Any]) -> Any:
+        """``session/delete``: its recording goes, so ``session/list`` no longer shows it.
+        A session running here is closed first; one another process runs (the daemon,
+        another ``agentbus``) is refused, naming it; an unknown id succeeds (the spec)."""
+        from actors.recording import delete_recording, recording_path
+
+        sid = required_str(params, "sessionId")
+        if problem := session_id_problem(sid):
+            raise invalid_params(problem, sessionId=sid[:MAX_SESSION_ID])
+        running = self.sessions.get(sid)
+        if running is not None:
+            running.cancel()
+            await running.close("deleted by the ACP client (session/delete)")
+            self.sessions.pop(sid, None)
+        path = recording_path(self.options.data_directory(), sid)
+        try:
+            in_use = await trio.to_thread.run_sync(delete_recording, path)
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise RpcError(INTERNAL_ERROR, f"Cannot delete session {sid}: {error_text(exc)}") from None
+        if in_use:
+            raise RpcError(INTERNAL_ERROR, f"Cannot delete session {sid}: {in_use}", {"sessionId": sid})
+        return {}
 
     async def _prompt(self, params: dict[str, Any]) -> Any:
         session = self._session(params)
@@ -456,9 +550,18 @@ class AcpServer:
         return {}
 
     async def _set_model(self, params: dict[str, Any]) -> Any:
+        """Gemini CLI's (schema 0.10's) model selector, kept for clients written for it."""
         session = self._session(params)
         await session.configure(model=required_str(params, "modelId"))
         return {}
+
+    async def _set_config_option(self, params: dict[str, Any]) -> Any:
+        session = self._session(params)
+        current = session.view.model if session.view is not None else ""
+        fixed = self.options.attach
+        mode, model = config_choice(params, current, fixed_model=fixed)
+        configured = await session.configure(mode=mode, model=model)
+        return {"configOptions": config_options(configured.approval_mode, configured.model, fixed_model=fixed)}
 
     async def _list_sessions(self, params: dict[str, Any]) -> Any:
         from actors.host.sessions import list_sessions, scan_session

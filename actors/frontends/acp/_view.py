@@ -24,7 +24,8 @@ bus message                                      ACP
                                                  when it never started)
 ``ToolCallUpdated`` cancelled                    ``tool_call_update`` failed when announced;
                                                  nothing for a call that never started
-``SessionConfigured`` (mode changed)             ``current_mode_update``
+``SessionConfigured`` (mode changed)             ``current_mode_update`` and ``config_option_update``
+                                                 (also when only the model changed)
 ``TurnStarted`` / ``TurnEnded``                  the ``session/prompt`` answer (``PromptDone``):
                                                  stop reason, ``_meta.quota`` from the main
                                                  model requests' usage, or a JSON-RPC error
@@ -58,7 +59,7 @@ from actors.frontends.acp._present import (
     plan_entries,
     text_content,
 )
-from actors.frontends.acp._protocol import mode_id
+from actors.frontends.acp._protocol import config_options, mode_id
 from actors.frontends.acp._rpc import RpcError
 from actors.frontends.headless import RetriedText, Shown, discard_notice
 from actors.host.user_calls import result_text
@@ -231,6 +232,8 @@ class SessionView:
     ) -> None:
         self.presenter = presenter
         self.replay = replay
+        self.model_fixed = False
+        """The model cannot be changed (``--attach``): the model option offers only it."""
         self.approval_mode = approval_mode
         self.model = model
         self.calls: dict[str, _Call] = {}
@@ -248,6 +251,11 @@ class SessionView:
         again (a question still waiting on it is asked, about the call shown)."""
         self.replay = False
         self.approval_mode, self.model = approval_mode, model
+
+    def config_update(self) -> Update:
+        """``config_option_update`` with the session's current mode and model."""
+        options = config_options(self.approval_mode, self.model, fixed_model=self.model_fixed)
+        return Update({"sessionUpdate": "config_option_update", "configOptions": options})
 
     # -- the mapping ----------------------------------------------------------------------
     def feed(self, msg: Message) -> list[Effect]:
@@ -318,6 +326,7 @@ class SessionView:
                 return []
             case SessionConfigured():
                 changed = msg.approval_mode != self.approval_mode
+                model_changed = msg.model != self.model
                 self.approval_mode, self.model = msg.approval_mode, msg.model
                 if self.replay:
                     return []
@@ -326,6 +335,9 @@ class SessionView:
                     out.append(
                         Update({"sessionUpdate": "current_mode_update", "currentModeId": mode_id(msg.approval_mode)})
                     )
+                if changed or model_changed:
+                    # Config options (the spec's successor of modes) kept in step.
+                    out.append(self.config_update())
                 out.append(Configured(msg.request_id, msg.approval_mode, msg.model))
                 return out
             case SessionClosed():

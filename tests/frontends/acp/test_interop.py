@@ -172,14 +172,44 @@ def about(p: Phases) -> list[Phases]:
 
 
 def mode_update(p: Phases) -> list[Phases]:
-    """D1: ``session/set_mode`` is reported by ``current_mode_update``, not a text chunk."""
-    p["setup"] = [
-        {"sessionUpdate": "current_mode_update", "currentModeId": item["content"]["text"].split()[-1]}
-        if _is_update(item, "agent_message_chunk") and item["content"]["text"].startswith("[MODE_UPDATE]")
-        else item
-        for item in p["setup"]
-    ]
+    """D1: ``session/set_mode`` is reported by ``current_mode_update``, not a text chunk,
+    and by ``config_option_update`` (the session's mode and model, as ``session/new``'s
+    ``configOptions`` gave them, with the new mode)."""
+    out: list[Any] = []
+    for item in p["setup"]:
+        if _is_update(item, "agent_message_chunk") and item["content"]["text"].startswith("[MODE_UPDATE]"):
+            mode = item["content"]["text"].split()[-1]
+            out.append({"sessionUpdate": "current_mode_update", "currentModeId": mode})
+            out.append({"sessionUpdate": "config_option_update", "configOptions": _config_options(mode)})
+        else:
+            out.append(item)
+    p["setup"] = out
     return [p]
+
+
+MODES = [
+    ("default", "Default", "Prompts for approval"),
+    ("autoEdit", "Auto Edit", "Auto-approves edit tools"),
+    ("yolo", "YOLO", "Auto-approves all tools"),
+    ("plan", "Plan", "Read-only mode"),
+]
+MODELS = ["gemini-3.1-pro-preview", "gemini-3-flash-preview", "gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite"]
+
+
+def _config_options(mode: str) -> list[dict[str, Any]]:
+    """The config options of docs/differences.md (A4), written out: mode, then model."""
+    auto = "Let agentbus choose per prompt: gemini-3.1-pro-preview, gemini-3-flash-preview"
+    return [
+        {
+            "id": "mode", "name": "Mode", "description": "How tool calls are approved", "category": "mode",
+            "type": "select", "currentValue": mode,
+            "options": [{"value": v, "name": n, "description": d} for v, n, d in MODES],
+        },
+        {
+            "id": "model", "name": "Model", "category": "model", "type": "select", "currentValue": MODEL,
+            "options": [{"value": "auto", "name": "Auto", "description": auto}, *({"value": m, "name": m} for m in MODELS)],
+        },
+    ]  # fmt: skip
 
 
 def _announce(p: Phases, after: Callable[[dict[str, Any]], list[Any]]) -> list[Phases]:

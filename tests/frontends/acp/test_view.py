@@ -223,12 +223,20 @@ def test_stop_reasons(ours: str, notice: str | None, acp: str) -> None:
     assert done.result["stopReason"] == acp
 
 
-def test_a_mode_change_is_reported_once() -> None:
-    v = view()
-    changed = v.feed(SessionConfigured(session_id=SID, request_id="r", approval_mode="auto_edit", model="m"))
-    assert updates(changed) == [{"sessionUpdate": "current_mode_update", "currentModeId": "autoEdit"}]
-    same = v.feed(SessionConfigured(session_id=SID, request_id="r2", approval_mode="auto_edit", model="m2"))
-    assert updates(same) == []
+def _current(update: dict[str, Any]) -> dict[str, Any]:
+    return {o["id"]: o["currentValue"] for o in update["configOptions"]}
+
+
+def test_a_mode_change_is_reported_once_in_both_apis() -> None:
+    v = view(model="m")
+    changed = updates(v.feed(SessionConfigured(session_id=SID, request_id="r", approval_mode="auto_edit", model="m")))
+    assert changed[0] == {"sessionUpdate": "current_mode_update", "currentModeId": "autoEdit"}
+    assert changed[1]["sessionUpdate"] == "config_option_update" and len(changed) == 2
+    assert _current(changed[1]) == {"mode": "autoEdit", "model": "m"}
+    # A model change alone: only the config options say it (modes did not change).
+    (model,) = updates(v.feed(SessionConfigured(session_id=SID, request_id="r2", approval_mode="auto_edit", model="m2")))
+    assert model["sessionUpdate"] == "config_option_update" and _current(model) == {"mode": "autoEdit", "model": "m2"}
+    assert updates(v.feed(SessionConfigured(session_id=SID, request_id="r3", approval_mode="auto_edit", model="m2"))) == []
 
 
 def test_a_replay_shows_prompts_and_asks_nothing() -> None:
