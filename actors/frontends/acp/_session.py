@@ -76,6 +76,7 @@ from bus.messages import (
     Message,
     SessionConfigured,
     SessionOpened,
+    ToolCallUpdated,
     as_approval_mode,
     new_id,
 )
@@ -208,6 +209,8 @@ class AcpSession:
         """Request ids of the user's own calls still running."""
         self._running_turn: str | None = None
         self._answer_routes: dict[str, tuple[str, str]] = {}
+        self._asking: dict[str, trio.CancelScope] = {}
+        """Calls whose ``session/request_permission`` waits for the client's answer."""
         self._closing = False
         self._closed = trio.Event()
         self.started = False
@@ -364,6 +367,12 @@ class AcpSession:
         if isinstance(msg, ApprovalRequested) and msg.answer_to:
             # A subagent's approval: its own scheduler takes the answer.
             self._answer_routes[msg.correlation_id] = (msg.answer_to, msg.answer_session_id or msg.session_id)
+        if isinstance(msg, ToolCallUpdated) and msg.status != "awaiting_approval":
+            asking = self._asking.pop(msg.call_id, None)
+            if asking is not None:
+                # Settled without this client's answer (the turn was cancelled, the mode
+                # changed, another client answered): withdraw the question.
+                asking.cancel(reason="the call no longer waits for an answer")
         for effect in self.view.feed(msg):
             await self._apply(effect)
 
@@ -399,12 +408,19 @@ class AcpSession:
                 self._closed.set()
 
     async def _ask(self, ask: AskPermission) -> None:
-        """``session/request_permission``, its answer to the scheduler."""
+        """``session/request_permission``, its answer to the scheduler. A question whose
+        call settles meanwhile is withdrawn (``$/cancel_request``, by the peer)."""
+        scope = self._asking[ask.call_id] = trio.CancelScope()
         try:
-            answer = await self.peer.request(
-                "session/request_permission",
-                {"sessionId": self.session_id, "options": [dict(o) for o in ask.options], "toolCall": dict(ask.tool_call)},
-            )
+            with scope:
+                answer = await self.peer.request(
+                    "session/request_permission",
+                    {"sessionId": self.session_id, "options": [dict(o) for o in ask.options], "toolCall": dict(ask.tool_call)},
+                )
+            if scope.cancelled_caught:
+                return
+            if self._asking.get(ask.call_id) is scope:
+                del self._asking[ask.call_id]
             outcome = answer.get("outcome") if isinstance(answer, dict) else None
             chosen = (
                 "cancelled"
