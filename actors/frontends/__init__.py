@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-SUBCOMMANDS = ("daemon", "chat", "acp", "replay", "tool", "agents", "mcp")
+SUBCOMMANDS = ("daemon", "chat", "acp", "replay", "explore", "tool", "agents", "mcp")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -27,6 +27,10 @@ def _dispatch(args: list[str]) -> int:
         from actors.frontends.replay import main as replay_main
 
         return replay_main(args[1:])
+    if args and args[0] == "explore":
+        from actors.frontends.explore import main as explore_main
+
+        return explore_main(args[1:])
     if args and args[0] == "daemon":
         from actors.frontends.daemon import main as daemon_main
 

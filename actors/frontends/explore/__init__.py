@@ -26,6 +26,7 @@ the only source of interleavings besides the perturbation: a run is reproducible
 its printed seed, and its recording replays with ``agentbus replay --check``.
 """
 
+from actors.frontends.explore._cli import Exploration, build_parser, explore, main
 from actors.frontends.explore._harness import (
     CLIENT,
     DEADLINE_S,
@@ -48,6 +49,13 @@ from actors.frontends.explore._invariants import (
     history_order_problems,
     known_runtime_bugs,
 )
+from actors.frontends.explore._perturb import (
+    KINDS,
+    ApiFault,
+    Perturbation,
+    ToolTwist,
+    perturbations,
+)
 from actors.frontends.explore._script import (
     Answer,
     Call,
@@ -62,8 +70,35 @@ from actors.frontends.explore._script import (
     When,
     sessions,
 )
+from actors.frontends.explore._target import ExploreInputError, Target, load_target
+from actors.frontends.explore._world import (
+    TargetRun,
+    UserInvariant,
+    UserRun,
+    UserViolation,
+    load_invariant,
+    run_target,
+)
 
 __all__ = [
+    "KINDS",
+    "ApiFault",
+    "ExploreInputError",
+    "Exploration",
+    "Perturbation",
+    "Target",
+    "TargetRun",
+    "ToolTwist",
+    "UserInvariant",
+    "UserRun",
+    "UserViolation",
+    "build_parser",
+    "explore",
+    "load_invariant",
+    "load_target",
+    "main",
+    "perturbations",
+    "run_target",
     "CLIENT",
     "DEADLINE_S",
     "FIXED_RUNTIME_BUGS",

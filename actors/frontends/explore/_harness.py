@@ -144,16 +144,19 @@ class Span:
 class Spans:
     bus: Bus | None = None
     items: list[Span] = attrs.field(factory=list)
+    now: Callable[[], float] = trio.current_time
+    """The clock spans are timed by (live tools: the virtual clock less the time it
+    ran at real speed, so that a wave's calls start together)."""
 
     def begin(self, key: str) -> Span:
         assert self.bus is not None
-        span = Span(key, trio.current_time(), self.bus.next_seq(SID))
+        span = Span(key, self.now(), self.bus.next_seq(SID))
         self.items.append(span)
         return span
 
     def end(self, span: Span, how: str) -> None:
         assert self.bus is not None
-        span.end_t, span.end_seq, span.how = trio.current_time(), self.bus.next_seq(SID), how
+        span.end_t, span.end_seq, span.how = self.now(), self.bus.next_seq(SID), how
 
 
 class ScriptedBackend:
@@ -488,13 +491,19 @@ async def _client(
                 msg, to = _bogus(b.kind, addrs)
                 nursery.start_soon(functools.partial(later, b.at_ms, msg, to, counts_as_prompt=b.kind == "empty_prompt"))
             counts: dict[str, int] = {}
+            matched = [0] * len(s.cancels)
             async for env in sub:
                 state.seen += 1
                 msg = env.message
                 latest = type(msg).__name__
                 counts[latest] = counts.get(latest, 0) + 1
-                for c in s.cancels:
-                    if c.due(state.seen, counts, latest):
+                for i, c in enumerate(s.cancels):
+                    if c.where:
+                        matched[i] += c.matches(msg)
+                        due = c.matches(msg) and matched[i] == c.nth
+                    else:
+                        due = c.due(state.seen, counts, latest)
+                    if due:
                         await _send(port, cancel(), addrs.session)
                 if s.close is not None and s.close.due(state.seen, counts, latest):
                     await _send(port, close, addrs.session)
@@ -596,14 +605,34 @@ HARNESS_TASKS = "actors.frontends.explore."
 """The explorer's own tasks (the client, the timeline, the follower) are not the session's."""
 
 
-async def _run(s: Session, run: Run, workspace: Path) -> None:
-    bus = Bus()
-    run.tools.bus = run.model.bus = bus
+@attrs.frozen
+class World:
+    """What a run's session is made of besides its client: its configuration (tools,
+    policy...) and the model's backend. ``scripted_world`` plays a ``Session``'s own
+    script; ``actors.frontends.explore.run_target`` builds one from a user's target."""
+
+    config: runtime.SessionConfig
+    backend: Any
+    replay_tools: Mapping[str, Any]
+    """The tool registry a replay of the run describes tools with."""
+    real_models: bool = False
+    """The replay resolves models and builds requests as a real session does (else as
+    the scripted world: model names as they are, ``request_config``)."""
+
+
+def scripted_world(s: Session, run: Run, workspace: Path) -> World:
+    """The world of a generated session: scripted tools, policy and model."""
     tools = explore_tools(run.tools, run.procs)
     cfg = session_config(workspace, run.recording_path, tools, s.interactive)
-    backend = ScriptedBackend(s.model, run.model)
+    return World(cfg, ScriptedBackend(s.model, run.model), explore_tools(Spans(), Processes()))
+
+
+async def _run(s: Session, run: Run, world: World) -> None:
+    bus = Bus()
+    run.tools.bus = run.model.bus = bus
+    cfg = world.config
     async with trio.open_nursery() as nursery:
-        await nursery.start(GatewayActor(bus, backend, rng=random.Random(0)).run)
+        await nursery.start(GatewayActor(bus, world.backend, rng=random.Random(0)).run)
         port = bus.connect(CLIENT)
         supervised = trio.Event()
 
@@ -649,40 +678,56 @@ async def _run(s: Session, run: Run, workspace: Path) -> None:
         nursery.cancel_scope.cancel()
 
 
+def scratch_dir() -> str | None:
+    """Where runs keep their workspace and recording: memory when it can."""
+    return str(SHM) if SHM.is_dir() and os.access(SHM, os.W_OK) else None
+
+
 def run_session(s: Session) -> Run:
     """Run ``s`` on a fresh virtual clock; load its recording; replay it (invariant 5)."""
-    base = SHM if SHM.is_dir() and os.access(SHM, os.W_OK) else None
-    with tempfile.TemporaryDirectory(dir=base, prefix="explored-") as tmp:
+    with tempfile.TemporaryDirectory(dir=scratch_dir(), prefix="explored-") as tmp:
         workspace = Path(tmp)
         run = Run(session=s, recording_path=workspace / "rec.jsonl")
-        try:
-            trio.run(_run, s, run, workspace, clock=trio.testing.MockClock(autojump_threshold=0))
-        except BaseExceptionGroup as group:
-            for name, is_it in KNOWN_CRASHES.items():
-                if group.split(is_it)[0] is not None:
-                    run.crash = name
-                    return run
-            raise
-        finally:
-            run.procs.kill_all()
-        run.recording = load_recording(run.recording_path)
-        if not run.stuck:
-            run.replay_problem = replay_problem(run.recording, explore_tools(Spans(), Processes()))
+        execute(s, run, lambda clock: scripted_world(s, run, workspace))
     return run
+
+
+def execute(s: Session, run: Run, world_of: Callable[[trio.testing.MockClock], World]) -> None:
+    """Run ``s`` in the world ``world_of`` builds on a fresh virtual clock, then load the
+    recording and replay it (invariant 5); a known crash is noted in ``run.crash``."""
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    world = world_of(clock)
+    try:
+        trio.run(_run, s, run, world, clock=clock)
+    except BaseExceptionGroup as group:
+        for name, is_it in KNOWN_CRASHES.items():
+            if group.split(is_it)[0] is not None:
+                run.crash = name
+                return
+        raise
+    finally:
+        run.procs.kill_all()
+    run.recording = load_recording(run.recording_path)
+    if not run.stuck:
+        run.replay_problem = replay_problem(run.recording, world.replay_tools, real_models=world.real_models)
 
 
 KNOWN_CRASHES: dict[str, Callable[[BaseException], bool]] = {}
 """How each known crash (``KNOWN_RUNTIME_BUGS`` with no invariant) shows itself."""
 
 
-def replay_problem(recording: Recording, tools: Mapping[str, Any]) -> str | None:
-    options = ReplayOptions(
-        check=True,
-        tools=tools,
-        route_model=lambda m: m,
-        classifier_choice=lambda c: c,
-        request_config=request_config,
-    )
+def replay_problem(recording: Recording, tools: Mapping[str, Any], *, real_models: bool = False) -> str | None:
+    """What differs when ``recording`` is replayed with ``--check`` (None: nothing)."""
+    if real_models:
+        options = ReplayOptions(check=True, tools=tools)
+    else:
+        options = ReplayOptions(
+            check=True,
+            tools=tools,
+            route_model=lambda m: m,
+            classifier_choice=lambda c: c,
+            request_config=request_config,
+        )
     try:
         result = trio.run(replay_recording, recording, options, clock=trio.testing.MockClock(autojump_threshold=0))
     except Exception as exc:  # a replay that cannot run at all breaks invariant 5 too

@@ -15,6 +15,8 @@ from typing import Any
 import attrs
 from hypothesis import strategies as st
 
+from bus.json_values import thaw
+
 
 # -- the script ------------------------------------------------------------------------------
 class _Brief:
@@ -156,11 +158,20 @@ class When(_Brief):
     nth: int = 1
     after_messages: int | None = None
     at_ms: int | None = None
+    where: tuple[tuple[str, Any], ...] = ()
+    """Fields the message of type ``on`` must have (a scenario's ``cancel_when``):
+    ``nth`` then counts only the messages that match."""
 
     def due(self, seen: int, counts: Mapping[str, int], latest: str) -> bool:
         if self.on is not None:
             return latest == self.on and counts.get(latest, 0) == self.nth
         return self.after_messages == seen
+
+    def matches(self, message: Any) -> bool:
+        """Whether ``message`` is of type ``on`` with the fields ``where`` names."""
+        return type(message).__name__ == self.on and all(
+            thaw(getattr(message, key, None)) == value for key, value in self.where
+        )
 
 
 BOGUS_KINDS = ("unknown_answer", "cancel_unknown_turn", "empty_prompt", "configure")
