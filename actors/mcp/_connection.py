@@ -308,8 +308,14 @@ def _seconds(timeout: float) -> str:
 
 @asynccontextmanager
 async def _stdio(p: ServerParams) -> AsyncIterator[Any]:
+    import mcp.client.stdio
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
+    # Gemini CLI stops a server with SIGTERM at once; the SDK first waits 2 s for it to
+    # exit after its stdin closes, which many servers (Node ones with timers) never do:
+    # every session with one ended 2 s late. No grace: stdin closed, then SIGTERM to
+    # the group (SIGKILL 2 s later, the SDK's), whatever the server does with its stdin.
+    mcp.client.stdio.PROCESS_TERMINATION_TIMEOUT = 0.0
     if not p.command:
         raise McpConnectError("no command configured")
     params = StdioServerParameters(command=p.command, args=list(p.args), env=dict(p.env), cwd=p.cwd)

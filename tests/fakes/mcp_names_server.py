@@ -4,9 +4,18 @@ sanitise, for running agentbus and Gemini CLI side by side on the same server.
 Tools: ``get weather`` (a space: text), ``résumé.lookup`` (non-ASCII: text), a name of
 70 characters (cut to 63 in the middle: text), ``fail-hard`` (an ``isError`` result)
 and ``tiny:image`` (an image).
+
+With ``--linger MARKER`` it stays a second after its stdin closes before exiting, and
+writes to MARKER how it ended: ``terminated`` (SIGTERM) or ``exited on its own``.
 """
 
 from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
 
 import mcp_types as types
 from mcp.server.mcpserver import MCPServer
@@ -40,6 +49,18 @@ def main() -> None:
             types.ImageContent(type="image", data="iVBORw0KGgo=", mime_type="image/png"),
         ]
 
+    if "--linger" in sys.argv:
+        marker = Path(sys.argv[sys.argv.index("--linger") + 1])
+
+        def terminated(*_: object) -> None:
+            marker.write_text("terminated")
+            os._exit(0)
+
+        signal.signal(signal.SIGTERM, terminated)
+        server.run()
+        time.sleep(1.0)
+        marker.write_text("exited on its own")
+        return
     server.run()
 
 
