@@ -129,9 +129,60 @@ def explore(
             raise
     if found.error is not None:
         raise found.error
+    if found.failure is not None:
+        found.failure = _simplify(found, invariants, out, deadline=started + budget_s * 3)
     found.seconds = time.monotonic() - started
     found.recording = out if found.failure is not None else None
     return found
+
+
+def _smaller(p: Perturbation) -> list[Perturbation]:
+    """Each perturbation with one thing fewer (or plainer) than ``p``."""
+    out: list[Perturbation] = []
+    for i, twist in enumerate(p.tools):
+        out.append(attrs.evolve(p, tools=p.tools[:i] + p.tools[i + 1 :]))
+        for plainer in (attrs.evolve(twist, ms=0), attrs.evolve(twist, outcome="ok"), attrs.evolve(twist, bg=False)):
+            if plainer != twist:
+                out.append(attrs.evolve(p, tools=(*p.tools[:i], plainer, *p.tools[i + 1 :])))
+    for i in range(len(p.faults)):
+        out.append(attrs.evolve(p, faults=p.faults[:i] + p.faults[i + 1 :]))
+    for i in range(len(p.cancels)):
+        out.append(attrs.evolve(p, cancels=p.cancels[:i] + p.cancels[i + 1 :]))
+    if p.chunk_ms:
+        out.append(attrs.evolve(p, chunk_ms=0))
+    if p.answers is not None:
+        out.append(attrs.evolve(p, answers=None))
+    if p.close is not None:
+        out.append(attrs.evolve(p, close=None))
+    if p.follower is not None:
+        out.append(attrs.evolve(p, follower=None))
+    return out
+
+
+def _simplify(
+    found: Exploration, invariants: Sequence[tuple[str, UserInvariant]], out: Path | None, *, deadline: float
+) -> TargetRun:
+    """Hypothesis' shrinking stops when a run does not fail the same way twice (real
+    tools run at real speed): then take away what the failure does not need, one thing
+    at a time, while it still fails (a few tries each)."""
+    assert found.failure is not None
+    best = found.failure
+    changed = True
+    while changed and time.monotonic() < deadline:
+        changed = False
+        for candidate in _smaller(best.perturbation):
+            if time.monotonic() >= deadline:
+                break
+            for _ in range(3):
+                found.examples += 1
+                result = run_target(found.target, candidate, invariants=invariants, keep_recording=out)
+                if result.failed:
+                    best, changed = result, True
+                    break
+            if changed:
+                break
+    # The last failing run wrote ``out``: it is ``best``'s recording.
+    return best
 
 
 def report(found: Exploration, stream: TextIO) -> None:

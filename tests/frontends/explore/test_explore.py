@@ -1,0 +1,172 @@
+"""``agentbus explore``: planted bugs found on a bundled scenario and shrunk to words, a
+false user invariant reported with a recording that ``agentbus replay --check``
+reproduces, and bad input as one clear line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from actors.frontends.explore import Perturbation, ToolTwist, explore, load_target, main, run_target
+from actors.frontends.replay import main as replay_main
+from bus.planted import SWITCHES, planting
+
+ROOT = Path(__file__).resolve().parents[3]
+JOIN = ROOT / "scenarios" / "explore-join"
+INVARIANTS = JOIN / "invariants.py"
+
+PLANTED = {
+    "scheduler.completion_order": 1,
+    "turn.end_before_tools": 2,
+    "executor.two_results": 3,
+    "recorder.drop_line": 4,
+    "scheduler.shuffled_dispatch": 5,
+    "scheduler.barrier_joins_wave": 6,
+    "executor.skip_close": 7,
+}
+
+
+def test_every_planted_bug_is_explored() -> None:
+    assert sorted(PLANTED) == sorted(SWITCHES)
+
+
+@pytest.mark.property
+@pytest.mark.parametrize(("switch", "invariant"), sorted(PLANTED.items()))
+def test_explore_finds_a_planted_bug_and_shrinks_it(switch: str, invariant: int, tmp_path: Path) -> None:
+    target = load_target(JOIN)
+    out = tmp_path / "failure.jsonl"
+    with planting(switch):
+        found = explore(target, seed=0, out=out)  # the default budget and examples
+    assert found.failure is not None, f"{switch}: {found.examples} runs found nothing"
+    assert invariant in {v.invariant for v in found.failure.violations}, found.failure.problems()
+    words = found.failure.perturbation.words()
+    assert len(words) <= 2, words  # shrunk to what the bug needs
+    assert out.is_file()
+
+
+@pytest.mark.property
+def test_a_false_user_invariant_is_reported_with_a_reproducing_recording(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "failure.jsonl"
+    spec = f"{INVARIANTS}:c_txt_is_written"
+    status = main([str(JOIN), "--seed", "3", "--invariant", spec, "-o", str(out)])
+    said = capsys.readouterr().out
+    assert status == 1, said
+    assert f"invariant {spec}: c.txt was not written" in said
+    assert "the perturbation (shrunk):" in said and "--seed 3" in said
+    assert str(out) in said
+    assert replay_main([str(out), "--check"]) == 0
+    assert "check OK" in capsys.readouterr().err
+
+
+@pytest.mark.property
+def test_true_user_invariants_hold(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    status = main(
+        [
+            str(JOIN),
+            "--examples",
+            "15",
+            "--seed",
+            "1",
+            "--invariant",
+            f"{INVARIANTS}:no_tool_after_cancel",
+            "--invariant",
+            f"{INVARIANTS}:joined_file_is_whole",
+            "-o",
+            str(tmp_path / "f.jsonl"),
+        ]
+    )
+    said = capsys.readouterr().out
+    assert status == 0, said
+    assert "15 run(s)" in said and "every run kept every invariant" in said
+    assert not (tmp_path / "f.jsonl").exists()
+
+
+def test_a_perturbation_in_words() -> None:
+    p = Perturbation(tools=(ToolTwist("read_file", 2, ms=400, outcome="error"),), chunk_ms=10)
+    assert p.words() == [
+        "the 2nd read_file call takes 400 ms more, then fails with a tool error instead of running",
+        "each streamed chunk comes 10 ms after the one before",
+    ]
+
+
+def test_a_tool_twist_changes_what_the_model_sees() -> None:
+    run = run_target(load_target(JOIN), Perturbation(tools=(ToolTwist("write_file", 1, outcome="error"),)))
+    assert not run.failed, run.problems()
+    finished = [m for m in (e.message for e in run.run.envelopes) if type(m).__name__ == "ToolFinished"]
+    assert any(m.result.error_message == "write_file failed (explored)" for m in finished)
+
+
+# -- bad input --------------------------------------------------------------------------------------
+def _explore_error(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    status = main(args)
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert err.count("\n") == 1, err
+    return err
+
+
+def test_a_recording_from_a_newer_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rec = tmp_path / "new.jsonl"
+    lines = (ROOT / "scenarios/recorded/text-hello/recording.jsonl").read_text().splitlines()
+    meta = json.loads(lines[0])
+    meta["v"] = 99
+    rec.write_text("\n".join([json.dumps(meta), *lines[1:]]) + "\n")
+    err = _explore_error([str(rec)], capsys)
+    assert str(rec) in err and "99" in err
+
+
+def test_a_broken_recording(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rec = tmp_path / "broken.jsonl"
+    lines = (ROOT / "scenarios/recorded/text-hello/recording.jsonl").read_text().splitlines()
+    rec.write_text("\n".join([*lines[:3], lines[3][: len(lines[3]) // 2], *lines[4:]]) + "\n")
+    err = _explore_error([str(rec)], capsys)
+    assert f"{rec}:4" in err
+
+
+def test_a_scenario_whose_workspace_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "scenario"
+    shutil.copytree(JOIN, folder)
+    shutil.rmtree(folder / "workspace")
+    err = _explore_error([str(folder)], capsys)
+    assert "workspace 'workspace' is missing" in err and str(folder) in err
+
+
+def test_fake_responses_need_a_prompt(capsys: pytest.CaptureFixture[str]) -> None:
+    err = _explore_error([str(JOIN / "fake.responses")], capsys)
+    assert "-p PROMPT" in err
+
+
+def test_an_invariant_module_that_does_not_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("import no_such_module_here\n")
+    err = _explore_error([str(JOIN), "--invariant", f"{broken}:check"], capsys)
+    assert "does not import" in err and "no_such_module_here" in err
+    err = _explore_error([str(JOIN), "--invariant", "no_such_package.checks:check"], capsys)
+    assert "no_such_package" in err
+    err = _explore_error([str(JOIN), "--invariant", f"{INVARIANTS}:no_such_function"], capsys)
+    assert "has no function no_such_function" in err
+
+
+def test_an_invariant_that_raises(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    raising = tmp_path / "raising.py"
+    raising.write_text("def check(run):\n    return run.no_such_attribute\n")
+    err = _explore_error([str(JOIN), "--examples", "5", "--invariant", f"{raising}:check"], capsys)
+    assert f"--invariant {raising}:check raised AttributeError" in err
+
+
+def test_an_unknown_perturbation_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    err = _explore_error([str(JOIN), "--perturb", "tools,weather"], capsys)
+    assert "unknown kind(s) weather" in err
+
+
+def test_a_recording_is_explored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rec = ROOT / "scenarios/recorded/waves-read-write/recording.jsonl"
+    status = main([str(rec), "--examples", "10", "--seed", "2", "-o", str(tmp_path / "f.jsonl")])
+    said = capsys.readouterr().out
+    assert status == 0, said
+    assert "10 run(s)" in said
