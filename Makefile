@@ -36,10 +36,11 @@ node-check:
 	@if [ -d $(SHARED)/conformance ] && ! command -v node >/dev/null; then \
 	  echo "make test: node is not on PATH, and the hooks corpus tests in $(SHARED)/conformance run Node hook scripts (Debian: apt-get install nodejs)" >&2; exit 1; fi
 
-# The property tests only (every test hypothesis drives: its pytest plugin marks them),
-# with the deep profile (tests/conftest.py).
+# The property tests only (marker `property`: every test hypothesis drives, and the
+# explorer's), with the deep profile (tests/conftest.py); hypothesis reports the examples
+# run and the time of each property.
 proptest: $(STAMP)
-	HYPOTHESIS_PROFILE=deep $(BIN)/pytest -q -p no:cacheprovider -m hypothesis tests $(ARGS)
+	HYPOTHESIS_PROFILE=deep $(BIN)/pytest -q -p no:cacheprovider -m property --hypothesis-show-statistics --durations=0 tests $(ARGS)
 
 GEMINI_CLI ?= /tmp/gemini-cli/node_modules/.bin
 bench: $(STAMP)

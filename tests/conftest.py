@@ -46,3 +46,13 @@ def subreaper() -> Iterator[None]:
         yield
     finally:
         libc.prctl(pr_set_child_subreaper, 0, 0, 0, 0)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test hypothesis drives is a property test (``make proptest``: ``-m property``),
+    beside those marked ``property`` by hand (the explorer's, whose ``@given`` is inside)."""
+    for item in items:
+        given = getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
+        if given or item.get_closest_marker("hypothesis") is not None:
+            item.add_marker(pytest.mark.property)

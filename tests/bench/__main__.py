@@ -150,6 +150,7 @@ def main() -> int:
 
 
 from tests.bench.bench_daemon import bench_daemon  # noqa: E402
+from tests.bench.bench_explore import bench_explore  # noqa: E402
 from tests.bench.bench_fuzz import bench_fuzz  # noqa: E402
 from tests.bench.bench_gateway import bench_gateway  # noqa: E402
 from tests.bench.bench_guards import BENCHMARKS as GUARDS  # noqa: E402
@@ -167,6 +168,7 @@ EXTRA: list[Callable[[], None]] = [
     bench_hooks,
     bench_gateway,
     bench_recording,
+    bench_explore,
     *GUARDS,
     *LONG,
     bench_daemon,

@@ -80,6 +80,7 @@ def test_every_planted_bug_has_one_hook_and_a_test() -> None:
         assert sources.count(f'planted("{switch}")') == 1, switch
 
 
+@pytest.mark.property
 @pytest.mark.parametrize(("switch", "invariant"), PLANTED)
 def test_the_suite_finds_a_planted_bug(switch: str, invariant: int) -> None:
     tried: list[Session] = []
@@ -138,6 +139,7 @@ def _found_bug(name: str) -> Any:
     return pytest.param(name)
 
 
+@pytest.mark.property
 @pytest.mark.parametrize("name", [_found_bug(name) for name in KNOWN_REPRODUCTIONS])
 def test_found_runtime_bug_is_fixed(name: str) -> None:
     """Every runtime bug the suite found (fixed, or still open): its reproduction runs
