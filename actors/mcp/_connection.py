@@ -106,6 +106,8 @@ class _Attempt:
         self.done = trio.Event()
         self.session: Any = None
         self.error: str | None = None
+        self.ended = trio.Event()
+        """Set when the attempt's connection is closed and forgotten."""
 
 
 class McpConnection:
@@ -158,10 +160,15 @@ class McpConnection:
     async def session(self) -> Any:
         """The connected ``ClientSession``, connecting first when there is none. Raises
         ``McpConnectError`` naming the server when it cannot be reached in time."""
-        if self._session is not None:
+        if self._session is not None and not self._closed.is_set():
             return self._session
         assert self._nursery is not None, "McpConnection.run is not running"
         attempt = self._attempt
+        if attempt is not None and self._closed.is_set():
+            # The server went away and its connection is being closed: a new one after.
+            with trio.move_on_after(self.params.timeout_s):
+                await attempt.ended.wait()
+            attempt = self._attempt
         if attempt is None:
             attempt = self._attempt = _Attempt()
             self._nursery.start_soon(self._hold, attempt)
@@ -203,6 +210,7 @@ class McpConnection:
         self._session = None
         if self._attempt is attempt:
             self._attempt = None
+        attempt.ended.set()
         if not attempt.done.is_set():
             attempt.error = attempt.error or "the connection attempt was abandoned"
             attempt.done.set()
@@ -223,7 +231,9 @@ class McpConnection:
             )
 
         async def on_message(message: Any) -> None:
-            if isinstance(message, Exception) and not self._bad_output_reported:
+            # A line that does not parse is a ValueError; other exceptions are the
+            # transport's own failure (SSE: the server went away), reported as a disconnect.
+            if isinstance(message, ValueError) and not self._bad_output_reported:
                 self._bad_output_reported = True
                 what = "" if type(message).__name__ == "ValidationError" else f": {describe(message)}"
                 self.report(f"MCP server '{self.name}' sent a message that is not JSON-RPC (ignored){what}")
@@ -296,10 +306,25 @@ class McpConnection:
             result = await session.call_tool(tool, dict(args), read_timeout_seconds=self.params.timeout_s)
         except Exception as exc:
             message = describe(exc)
+            if _lost_server(exc):
+                closed.set()  # streamable HTTP: the transport lost the server mid-call
             if closed.is_set():
                 message = f"MCP server '{self.name}' disconnected during the call ({message})"
             return failed_request(tool, message)
         return raw_parts(tool, result.model_dump(by_alias=True, exclude_unset=True, mode="json"))
+
+
+def _lost_server(exc: Exception) -> bool:
+    """The error the SDK's transport puts in place of a response when the server went
+    away (``CONNECTION_CLOSED`` with its own words; a server's -32000 says otherwise)."""
+    from mcp import MCPError
+    from mcp_types import CONNECTION_CLOSED
+
+    return (
+        isinstance(exc, MCPError)
+        and exc.code == CONNECTION_CLOSED
+        and (exc.message == "Connection closed" or exc.message.startswith("SSE stream "))
+    )
 
 
 def _seconds(timeout: float) -> str:
