@@ -25,8 +25,13 @@
    files, ``\\n--- End of content ---``; or, when no file could be read, the header and
    ``No files matching the criteria were found or all were skipped.`` without a footer.
 
-Not carried over: agents and MCP resources as ``@`` targets (we have neither), and the
-"just-in-time" GEMINI.md context of subdirectories (needs the session's memory state).
+MCP resources (``@<server>:<uri>``, a resource the session's servers listed) are read
+first (``mcp_session.read_references``, concurrently) and come before the files:
+``\nContent from @<uri>:\n`` and their contents, the footer after them when no file
+was read; a reference that cannot be read stops the prompt (``McpInputError``).
+
+Not carried over: agents as ``@`` targets (we have none), and the "just-in-time"
+GEMINI.md context of subdirectories (needs the session's memory state).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +52,7 @@ from actors.common import (
     node_relative,
     node_resolve,
 )
+from actors.host.mcp_session import SessionMcp, read_references
 from actors.host.settings import gemini_home
 from actors.tools import (
     FileDiscovery,
@@ -228,13 +235,19 @@ def _glob_first(path_name: str, env: ToolEnv) -> str | None:
 
 
 def resolve_references(
-    parts: list[tuple[str, str]], env: ToolEnv, *, glob_available: bool = True
+    parts: list[tuple[str, str]],
+    env: ToolEnv,
+    *,
+    glob_available: bool = True,
+    skip: Collection[str] = (),
 ) -> list[_Resolved]:
+    """The file references of ``parts`` resolved (``skip``: names that are not files,
+    without the ``@``: MCP resources)."""
     git, gemini = respect_flags(env)
     discovery = FileDiscovery.for_env(env)
     resolved: list[_Resolved] = []
     for index, (kind, content) in enumerate(parts):
-        if kind != "atPath" or content == "@":
+        if kind != "atPath" or content == "@" or content[1:] in skip:
             continue
         path_name = content[1:]
         git_ignored = git and discovery.should_ignore(
@@ -352,15 +365,21 @@ async def expand_at_references_off_loop(
     *,
     env: ToolEnv | None = None,
     glob_available: bool = True,
+    mcp: SessionMcp | None = None,
 ) -> list[dict[str, Any]]:
     """``expand_at_references`` in a worker thread: its ``**`` walks and file reads
     never stall the event loop (a daemon serves every session from it). A cancel waits
     for the walk to end. A prompt without ``@`` is its own text, without a thread hop
-    (one per prompt cost a busy daemon a fifth more CPU)."""
+    (one per prompt cost a busy daemon a fifth more CPU). ``mcp``: the session's MCP
+    servers, whose resources ``@<server>:<uri>`` reads first (raises
+    ``mcp_session.McpInputError`` when one cannot be read)."""
     if "@" not in query:
         return [{"text": query}]
+    resources = await read_references(mcp, find_references(query))
     return await trio.to_thread.run_sync(
-        lambda: expand_at_references(query, workspace, env=env, glob_available=glob_available)
+        lambda: expand_at_references(
+            query, workspace, env=env, glob_available=glob_available, resources=resources
+        )
     )
 
 
@@ -370,27 +389,38 @@ def expand_at_references(
     *,
     env: ToolEnv | None = None,
     glob_available: bool = True,
+    resources: Mapping[str, list[dict[str, Any]]] | None = None,
 ) -> list[dict[str, Any]]:
     """The user message parts for ``query`` (Gemini's ``handleAtCommand``, headless).
 
     ``env`` gives the settings (file filtering, memory file name) and the allowed
     directories; ``glob_available`` is false when the ``glob`` tool is not registered
     (``tools.core`` without it), which turns the glob fallback off as in Gemini CLI.
+    ``resources``: the parts of the references (without ``@``) that are MCP resources,
+    already read.
     """
     env = env if env is not None else _default_env(workspace)
+    resources = resources or {}
     parts = parse_at_commands(query)
     if not any(kind == "atPath" for kind, _ in parts):
         return [{"text": query}]
-    resolved = resolve_references(parts, env, glob_available=glob_available)
-    if not resolved:
+    resolved = resolve_references(parts, env, glob_available=glob_available, skip=resources)
+    if not resolved and not resources:
         return [{"text": query}]
     out: list[dict[str, Any]] = [{"text": rebuild_query(parts, resolved)}]
+    mcp_parts: list[dict[str, Any]] = []
+    for kind, content in parts:
+        read = resources.get(content[1:]) if kind == "atPath" else None
+        if read is not None:
+            uri = content[1:].partition(":")[2]
+            mcp_parts.append({"text": f"\nContent from @{uri}:\n"})
+            mcp_parts.extend(read)
     include = [
         node_join(r.absolute, "**") if r.path_spec.endswith("**") else r.absolute for r in resolved
     ]
     file_parts: list[dict[str, Any]] = []
     dirs = [str(w) for w in env.workspace_dirs()]
-    for part in read_many_files(include, env):
+    for part in read_many_files(include, env) if include else ():
         if not isinstance(part, str):
             file_parts.append(part)
             continue
@@ -404,9 +434,12 @@ def expand_at_references(
             label = next((node_relative(d, path) for d in dirs if path.startswith(d)), path)
         file_parts.append({"text": f"\nContent from @{label}:\n"})
         file_parts.append({"text": content})
-    if file_parts:
+    if mcp_parts or file_parts:
         out.append({"text": REF_CONTENT_HEADER})
+        out.extend(mcp_parts)
         out.extend(file_parts)
+        if mcp_parts and not file_parts:
+            out.append({"text": OUTPUT_TERMINATOR})
     return out
 
 

@@ -27,6 +27,7 @@ from bus import Bus
 
 if TYPE_CHECKING:
     from actors.host.mcp_config import McpServerConfig
+    from actors.host.mcp_session import SessionMcp
     from actors.mcp import ServerParams
 
 EXECUTOR_PREFIX = "mcp."
@@ -75,21 +76,32 @@ def server_params(config: McpServerConfig, settings: Mapping[str, Any]) -> Serve
 
 async def start_servers(
     nursery: trio.Nursery, cfg: runtime.SessionConfig, *, report: Callable[[str], None]
-) -> runtime.SessionConfig:
+) -> tuple[runtime.SessionConfig, SessionMcp]:
     """Connect ``cfg.mcp_servers`` (their connections held in ``nursery``), discover their
-    tools, and return ``cfg`` with them: in the registry after the built-in tools (servers
-    by name, each server's tools in its order, as Gemini sorts them), declared to the
-    model, each on its server's executor."""
+    tools, prompts and resources, and return ``cfg`` with the tools: in the registry
+    after the built-in tools (servers by name, each server's tools in its order, as
+    Gemini sorts them), declared to the model, each on its server's executor; and what
+    the servers offer the front ends (``mcp_session.SessionMcp``)."""
     from actors.host.mcp_config import mcp_tool_name
+    from actors.host.mcp_session import SessionMcp
     from actors.mcp import McpConnection, McpTool, discover
     from actors.tools import agentbus_version
 
     for error in cfg.mcp_errors:
         report(error)
+    last_error: dict[str, str] = {}
+
+    def noting(server: str) -> Callable[[str], None]:
+        def noted(line: str) -> None:
+            last_error[server] = line
+            report(line)
+
+        return noted
+
     connections = [
         McpConnection(
             server_params(config, cfg.env.settings),
-            report=report,
+            report=noting(config.name),
             roots=cfg.env.workspace_dirs(),
             client_version=agentbus_version(),
         )
@@ -124,15 +136,24 @@ async def start_servers(
             tool_annotations={n: t.policy_annotations for n, t in tools.items()},
         )
         tools = {n: t for n, t in tools.items() if n not in excluded}
+    servers = SessionMcp(
+        found,
+        tools=tools,
+        descriptions={c.name: c.description for c in cfg.mcp_servers.values() if getattr(c, "description", None)},
+        last_error=last_error,
+    )
+    for d in found:
+        for note in d.notes:
+            report(note)
     if not tools:
-        return cfg
+        return cfg, servers
     return attrs.evolve(
         cfg,
         tools={**cfg.tools, **tools},
         executor_of=_executor_of(cfg.executor_of),
         registered_names=(*(cfg.registered_names or tuple(cfg.tools)), *tools),
         request_config=with_mcp_declarations(cfg.request_config, list(tools.values())),
-    )
+    ), servers
 
 
 def excluded_by_settings(tool: Any, settings: Mapping[str, Any]) -> bool:
@@ -190,9 +211,12 @@ async def supervise_with_mcp(
     task_status: trio.TaskStatus[runtime.SessionAddresses] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """``runtime.supervise_session`` with ``cfg``'s MCP servers connected first; the
-    connections end with the session."""
+    connections end with the session. The addresses handed back carry what the servers
+    offer (``SessionAddresses.mcp``)."""
     report = cfg.mcp_report or stderr_report
     async with trio.open_nursery() as servers:
-        cfg = await start_servers(servers, cfg, report=report)
-        await runtime.supervise_session(bus, cfg, task_status=task_status)
+        cfg, offered = await start_servers(servers, cfg, report=report)
+        async with trio.open_nursery() as session:
+            addrs: runtime.SessionAddresses = await session.start(runtime.supervise_session, bus, cfg)
+            task_status.started(attrs.evolve(addrs, mcp=offered))
         servers.cancel_scope.cancel()

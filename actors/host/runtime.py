@@ -124,6 +124,9 @@ class SessionAddresses:
     executors: Mapping[str, str]
     hooks: str | None = None
     loops: str | None = None
+    mcp: Any = attrs.field(default=None, eq=False, repr=False)
+    """What the session's MCP servers offer its front ends (``mcp_session.SessionMcp``:
+    state, prompt commands, resources); None: it has no MCP servers."""
 
 
 def addresses_for(

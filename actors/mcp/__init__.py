@@ -1,4 +1,4 @@
-"""MCP servers' tools for a session: one connection per configured server (stdio,
+"""MCP servers' tools, prompts and resources for a session: one connection per configured server (stdio,
 streamable HTTP or SSE, through the official ``mcp`` SDK, which runs on trio), the
 discovery of their tools at session start, and the tools themselves, each run by its
 server's executor (kind ``mcp.<server>``).
@@ -16,6 +16,7 @@ from actors.common import lazy_exports
 from ._params import DEFAULT_TIMEOUT_S, ServerParams, clean_schema, is_enabled
 
 if TYPE_CHECKING:
+    from ._catalog import get_prompt, list_prompts, list_resources, read_resource
     from ._connection import McpConnectError, McpConnection
     from ._discovery import Discovered, discover, discovery_errors
     from ._results import MCP_TOOL_ERROR, display_text, model_parts, tool_result
@@ -24,6 +25,10 @@ if TYPE_CHECKING:
 __getattr__ = lazy_exports(
     __name__,
     {
+        "get_prompt": "._catalog",
+        "list_prompts": "._catalog",
+        "list_resources": "._catalog",
+        "read_resource": "._catalog",
         "McpConnection": "._connection",
         "McpConnectError": "._connection",
         "Discovered": "._discovery",
@@ -49,7 +54,11 @@ __all__ = [
     "discover",
     "discovery_errors",
     "display_text",
+    "get_prompt",
     "is_enabled",
+    "list_prompts",
+    "list_resources",
     "model_parts",
+    "read_resource",
     "tool_result",
 ]

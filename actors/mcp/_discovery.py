@@ -1,6 +1,7 @@
-"""Session start: every configured server connected and its tools listed at once, each
-bounded by its own timeout; a server that fails is one line naming it, the others are
-used."""
+"""Session start: every configured server connected and its tools, prompts and resources
+listed at once, each bounded by its own timeout; a server that fails is one line naming
+it, the others are used. A server whose tools were listed but whose prompts or resources
+could not be is used for its tools (one line says what failed)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import attrs
 import trio
 
+from ._catalog import list_prompts, list_resources
 from ._connection import McpConnectError, McpConnection, describe
 from ._params import is_enabled
 
@@ -21,7 +23,13 @@ class Discovered:
 
     connection: McpConnection
     tools: tuple[Mapping[str, Any], ...] = ()
+    prompts: tuple[Mapping[str, Any], ...] = ()
+    """Its prompts (``prompts/list``), in the server's order."""
+    resources: tuple[Mapping[str, Any], ...] = ()
+    """Its resources (``resources/list``), in the server's order."""
     error: str | None = None
+    notes: tuple[str, ...] = ()
+    """Lines about prompts or resources that could not be listed (the tools were)."""
 
 
 async def discover(connections: Sequence[McpConnection]) -> list[Discovered]:
@@ -39,7 +47,24 @@ async def discover(connections: Sequence[McpConnection]) -> list[Discovered]:
             found[i] = Discovered(connection=conn, error=f"MCP server '{conn.name}': {describe(exc)}")
             return
         enabled = tuple(t for t in listed if is_enabled(str(t.get("name") or ""), conn.params))
-        found[i] = Discovered(connection=conn, tools=enabled)
+        notes: list[str] = []
+        prompts: list[dict[str, Any]] = []
+        resources: list[dict[str, Any]] = []
+        try:
+            prompts = await list_prompts(conn)
+        except McpConnectError as exc:
+            notes.append(exc.message)
+        try:
+            resources = await list_resources(conn)
+        except McpConnectError as exc:
+            notes.append(exc.message)
+        found[i] = Discovered(
+            connection=conn,
+            tools=enabled,
+            prompts=tuple(prompts),
+            resources=tuple(r for r in resources if r.get("uri")),
+            notes=tuple(notes),
+        )
 
     async with trio.open_nursery() as nursery:
         for i, conn in enumerate(connections):
@@ -51,3 +76,5 @@ def discovery_errors(found: Sequence[Discovered], report: Callable[[str], None])
     for d in found:
         if d.error is not None:
             report(d.error)
+        for note in d.notes:
+            report(note)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import attrs
 
 from ._common import JsonValue, frozen_json, json_tuple
-from .kinds import ProtocolErrorCode, SessionState
+from .kinds import McpServerState, ProtocolErrorCode, SessionState
 from .tools import CompletedCall
 
 PROTOCOL_VERSION = 1
@@ -60,6 +60,61 @@ class ConnectionSummary:
     """Times one of its subscriptions fell behind and was resynchronised."""
     stalled: bool = False
     """Its send buffer is full (the client does not read)."""
+
+
+@attrs.frozen(kw_only=True)
+class McpToolSummary:
+    """One tool of an MCP server (in ``McpServerSummary``)."""
+
+    name: str
+    """Its registered name (``mcp_<server>_<tool>``), as the model sees it."""
+    description: str = ""
+    schema: JsonValue = frozen_json({})
+    """Its input schema as declared to the model."""
+
+
+@attrs.frozen(kw_only=True)
+class McpPromptSummary:
+    """One prompt of an MCP server (in ``McpServerSummary``)."""
+
+    name: str
+    """Its name on the server."""
+    command: str
+    """The slash command that runs it (``/<command> args``): the name with spaces as
+    dashes, or ``<server>.<name>`` when a built-in command or another server's prompt
+    has that name."""
+    description: str = ""
+    arguments: tuple[str, ...] = ()
+    """Its arguments' names, in the server's order."""
+    required: tuple[str, ...] = ()
+    """The arguments it requires."""
+
+
+@attrs.frozen(kw_only=True)
+class McpResourceSummary:
+    """One resource of an MCP server (in ``McpServerSummary``); ``@<server>:<uri>`` in
+    a prompt reads it."""
+
+    uri: str
+    name: str = ""
+    mime_type: str = ""
+    description: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class McpServerSummary:
+    """One MCP server of a session and its state (in ``McpServerList``)."""
+
+    name: str
+    state: McpServerState
+    """``connected``, ``disconnected`` (it went away; its next use reconnects) or
+    ``error`` (it could not be used at session start: ``error`` says why)."""
+    error: str = ""
+    description: str = ""
+    """The server's ``description`` in settings."""
+    tools: tuple[McpToolSummary, ...] = ()
+    prompts: tuple[McpPromptSummary, ...] = ()
+    resources: tuple[McpResourceSummary, ...] = ()
 
 
 # -- client -> daemon ----------------------------------------------------------------------
@@ -221,6 +276,15 @@ class CallTool:
 
 
 @attrs.frozen(kw_only=True)
+class ListMcpServers:
+    """Request: a session's MCP servers, their state, tools, prompts and resources;
+    answered by ``McpServerList``."""
+
+    session_id: str
+    request_id: str
+
+
+@attrs.frozen(kw_only=True)
 class DaemonStatus:
     """Request: what the daemon runs; answered by ``DaemonInfo``."""
 
@@ -312,6 +376,16 @@ class ToolCallResult:
     call: CompletedCall
     added_to_context: bool = False
     """The result was added to the conversation (``CallTool.add_to_context``)."""
+
+
+@attrs.frozen(kw_only=True)
+class McpServerList:
+    """Reply to ``ListMcpServers``: the session's servers by name (none when it has
+    none)."""
+
+    session_id: str
+    request_id: str
+    servers: tuple[McpServerSummary, ...] = ()
 
 
 @attrs.frozen(kw_only=True)

@@ -128,6 +128,9 @@ AgentTerminateMode: TypeAlias = Literal[
 SessionState: TypeAlias = Literal["running", "dormant", "recorded"]
 """A session as the daemon lists it."""
 
+McpServerState: TypeAlias = Literal["connected", "disconnected", "error"]
+"""An MCP server of a session, as ``ListMcpServers`` lists it."""
+
 ProtocolErrorCode: TypeAlias = Literal[
     "bad_frame",
     "frame_too_large",

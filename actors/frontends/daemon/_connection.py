@@ -50,6 +50,7 @@ from actors.frontends.daemon._catchup import is_client_event
 from actors.frontends.daemon._core import DaemonCore, LiveSession, RequestError, auth_env_from
 from actors.frontends.daemon._protocol import MAX_FRAME, ConnectionRules, FrameSplitter
 from actors.host.at_command import expand_at_references_off_loop
+from actors.host.mcp_session import McpInputError, run_prompt_command
 from actors.host.user_calls import context_parts, ran
 from actors.recording import RecordingCursor, everything
 from bus import Bus, DeliveryError, Envelope, Port
@@ -73,8 +74,10 @@ from bus.messages import (
     DaemonStopping,
     EndSession,
     Hello,
+    ListMcpServers,
     ListSessions,
     LoadSession,
+    McpServerList,
     Message,
     ObserverLagged,
     Prompt,
@@ -397,6 +400,25 @@ class ConnectionActor:
                 )
             )
 
+    async def _prompt_parts(self, text: str, live: Any) -> tuple[Any, ...]:
+        """A prompt's parts: an MCP prompt's command run, or its ``@`` references
+        expanded (files, MCP resources); a failure (and ``/<prompt> help``) is the
+        request's ``invalid`` answer, one line."""
+        mcp = live.addrs.mcp
+        try:
+            command = await run_prompt_command(mcp, text)
+            if command is not None:
+                if command.prompt is None:
+                    raise RequestError("invalid", command.message)
+                return ({"text": command.prompt},)
+            return tuple(
+                await expand_at_references_off_loop(
+                    text, live.cfg.env.workspace, env=live.cfg.env, glob_available="glob" in live.cfg.tools, mcp=mcp
+                )
+            )
+        except McpInputError as exc:
+            raise RequestError("invalid", exc.message) from None
+
     async def _dispatch(self, msg: Message, port: Port) -> None:
         core = self.core
         match msg:
@@ -450,11 +472,7 @@ class ConnectionActor:
                 live = core.running(msg.session_id)
                 self._refuse_if_stopping(live)
                 assert live.addrs is not None
-                parts = msg.parts or tuple(
-                    await expand_at_references_off_loop(
-                        msg.text, live.cfg.env.workspace, env=live.cfg.env, glob_available="glob" in live.cfg.tools
-                    )
-                )
+                parts = msg.parts or await self._prompt_parts(msg.text, live)
                 await port.send(
                     SubmitPrompt(session_id=msg.session_id, prompt_id=msg.request_id, parts=parts, display_text=msg.text),
                     to=live.addrs.session,
@@ -462,6 +480,11 @@ class ConnectionActor:
                 await self._send(
                     PromptAccepted(session_id=msg.session_id, request_id=msg.request_id, prompt_id=msg.request_id)
                 )
+            case ListMcpServers():
+                live = core.running(msg.session_id)
+                assert live.addrs is not None
+                servers = live.addrs.mcp.summaries() if live.addrs.mcp is not None else ()
+                await self._send(McpServerList(session_id=msg.session_id, request_id=msg.request_id, servers=servers))
             case Cancel():
                 live = core.running(msg.session_id)
                 assert live.addrs is not None

@@ -34,6 +34,7 @@ from bus.messages import (
     DaemonStatus,
     EndSession,
     Hello,
+    ListMcpServers,
     ListSessions,
     LoadSession,
     Message,
@@ -66,11 +67,12 @@ REQUESTS = (
     Answer,
     SetMode,
     CallTool,
+    ListMcpServers,
     DaemonStatus,
     StopDaemon,
 )
 OPENS_SESSION = (CreateSession, LoadSession, Subscribe)
-NEEDS_SESSION = (EndSession, Unsubscribe, Prompt, Cancel, Answer, SetMode, CallTool)
+NEEDS_SESSION = (EndSession, Unsubscribe, Prompt, Cancel, Answer, SetMode, CallTool, ListMcpServers)
 APPROVAL_MODES: tuple[str, ...] = get_args(ApprovalMode)
 OUTCOMES: tuple[str, ...] = get_args(ApprovalOutcome)
 

@@ -87,8 +87,10 @@ from bus.messages import (
     DaemonStopping,
     EndSession,
     Hello,
+    ListMcpServers,
     ListSessions,
     LoadSession,
+    McpServerList,
     Message,
     ObserverLagged,
     Prompt,
@@ -314,6 +316,10 @@ class DaemonClient:
     async def prompt(self, session_id: str, text: str, *, parts: tuple[Any, ...] = ()) -> PromptAccepted:
         msg = Prompt(session_id=session_id, request_id=new_id(), text=text, parts=parts)
         return _expect(await self.request(msg), PromptAccepted)
+
+    async def list_mcp_servers(self, session_id: str) -> McpServerList:
+        """The session's MCP servers: state, tools, prompts, resources."""
+        return _expect(await self.request(ListMcpServers(session_id=session_id, request_id=new_id())), McpServerList)
 
     async def cancel(self, session_id: str, *, tool_request_id: str = "") -> None:
         await self.request(Cancel(session_id=session_id, request_id=new_id(), tool_request_id=tool_request_id))

@@ -39,6 +39,7 @@ from actors.host.auth import check_auth
 from actors.host.backend import make_backend
 from actors.host.context import session_context
 from actors.host.errors import FatalAuthenticationError, FatalError, FatalInputError
+from actors.host.mcp_session import McpInputError, run_prompt_command
 from actors.host.opening import open_session
 from actors.host.setup import (
     SessionSetup,
@@ -190,25 +191,24 @@ async def run_prepared(p: Prepared, stdout: TextIO, stderr: TextIO) -> int:
         printer.start()
         user_input = p.user_input
         context = await session_start_context(client, addrs, p.session_id, "startup")
-        if context:
-            # Headless Gemini CLI puts SessionStart context in front of the prompt.
-            user_input = f"<hook_context>{context}</hook_context>\n\n{user_input}"
-        printer.user_message(user_input)
-        await client.send(
-            SubmitPrompt(
-                session_id=p.session_id,
-                prompt_id=p.session_id,
-                parts=tuple(
-                    await expand_at_references_off_loop(
-                        user_input, p.workspace, env=p.env, glob_available="glob" in p.tools
-                    )
-                ),
-                display_text=user_input,
-            ),
-            to=addrs.session,
-        )
+        prompt = await _prompt_for_model(p, addrs, user_input, context, stdout, stderr)
         signals = _SignalWatch(client, addrs.session, p.session_id)
-        nursery.start_soon(signals.run)
+        if isinstance(prompt, int):
+            exit_code = prompt
+            await client.send(CloseSession(session_id=p.session_id, reason="headless run finished"), to=addrs.session)
+        else:
+            user_input, parts = prompt
+            printer.user_message(user_input)
+            await client.send(
+                SubmitPrompt(
+                    session_id=p.session_id,
+                    prompt_id=p.session_id,
+                    parts=tuple(parts),
+                    display_text=user_input,
+                ),
+                to=addrs.session,
+            )
+            nursery.start_soon(signals.run)
         async for env in sub:
             msg = env.message
             _drain_descendants(descendants, p.session_id, printer)
@@ -238,6 +238,39 @@ async def run_prepared(p: Prepared, stdout: TextIO, stderr: TextIO) -> int:
         bus.disconnect(GATEWAY_ADDRESS)
         signals.stop()
     return exit_code
+
+
+async def _prompt_for_model(
+    p: Prepared,
+    addrs: runtime.SessionAddresses,
+    user_input: str,
+    context: str | None,
+    stdout: TextIO,
+    stderr: TextIO,
+) -> tuple[str, list[dict[str, Any]]] | int:
+    """The prompt's display text and parts: an MCP prompt's command run (Gemini's
+    headless slash commands), or ``@`` references expanded (files, MCP resources). An
+    exit code instead when nothing goes to the model: a failure is one line on stderr
+    (42, Gemini's ``FatalInputError``), ``/<prompt> help`` its text on stdout (0)."""
+    try:
+        ran = await run_prompt_command(addrs.mcp, user_input)
+        if ran is not None and ran.prompt is None:
+            stdout.write(ran.message)
+            stdout.flush()
+            return 0
+        text = ran.prompt if ran is not None and ran.prompt is not None else user_input
+        if context:
+            # Headless Gemini CLI puts SessionStart context in front of the prompt.
+            text = f"<hook_context>{context}</hook_context>\n\n{text}"
+        if ran is not None:
+            return text, [{"text": text}]
+        return text, await expand_at_references_off_loop(
+            text, p.workspace, env=p.env, glob_available="glob" in p.tools, mcp=addrs.mcp
+        )
+    except McpInputError as exc:
+        stderr.write(exc.message + "\n")
+        stderr.flush()
+        return FatalInputError.exit_code
 
 
 def _drain_descendants(sub: Any, session_id: str, printer: HeadlessPrinter) -> None:
