@@ -11,8 +11,8 @@ The SDK's contexts (transport, ``ClientSession``) are entered and left by the ho
 task, never by a caller, so a cancelled call cannot tear the connection down: the
 cancelled request is answered by the SDK's ``notifications/cancelled`` to the server.
 When the session ends its nursery cancels the holder, and the SDK stops a stdio server
-as the MCP specification says (stdin closed, then its process group terminated and
-killed, each wait bounded). The SDK is imported here, on first connection, never when
+(stdin closed, then at once, as Gemini CLI does, its process group terminated, and
+killed if it outlives a bounded wait). The SDK is imported here, on first connection, never when
 ``actors.mcp`` is imported.
 """
 
