@@ -50,6 +50,9 @@ class SessionConfig:
     file_access_address: str | None = None
     """A client that serves the session's files (``ReadTextFile``/``WriteTextFile``,
     e.g. an ACP editor); None: tools use the local disk."""
+    terminal_address: str | None = None
+    """A client that runs the shell's commands in terminals it shows (``RunInTerminal``,
+    e.g. an ACP editor with ``terminal/*``); None: the shell runs them here."""
     interactive: bool = False
     max_session_turns: int = -1
     wall_ms: Callable[[], int] | None = None
@@ -264,6 +267,7 @@ async def supervise_session(
                     env=cfg.env,
                     gateway_address=cfg.gateway_address,
                     file_access_address=cfg.file_access_address,
+                    terminal_address=cfg.terminal_address,
                 ).run
             )
         await nursery.start(

@@ -40,6 +40,11 @@ class ToolEnv:
     editor that serves its unsaved buffers); set by the executor when the session has
     such a client, None: the tool uses the local disk."""
 
+    terminal_access: TerminalAccess | None = None
+    """How the shell runs a command in a terminal of the session's client (an editor
+    that shows it live: ACP's ``terminal/*``); set by the executor when the session has
+    such a client, None: the shell runs it here."""
+
     approval_mode: str = ""
     """The approval mode of the batch the running call belongs to (set per call)."""
     active_model: str = ""
@@ -119,6 +124,38 @@ class FileAccess(Protocol):
 
     async def write_text_file(self, path: str, content: str) -> None:
         """Replace the text of ``path`` (absolute), creating it. Raises ``FileAccessError``."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class TerminalRun:
+    """How a command run in the client's terminal ended."""
+
+    output: str = ""
+    """All its output (stdout and stderr as the terminal captured them)."""
+    exit_code: int | None = None
+    signal: str | None = None
+    """The name of the signal that ended it (``SIGKILL``), if one did."""
+    error: str | None = None
+    """It could not run (or the client failed while it ran)."""
+
+
+class TerminalAccess(Protocol):
+    """The shell's line to the client's terminals (through its executor, as bus
+    messages)."""
+
+    async def run_in_terminal(
+        self,
+        *,
+        call_id: str,
+        command: str,
+        args: Sequence[str],
+        cwd: str,
+        env: Mapping[str, str],
+        output: OutputSink | None,
+    ) -> TerminalRun:
+        """Run ``command args`` in ``cwd`` until it exits; ``output`` gets what it
+        prints as it runs. Cancellation kills it (and the terminal is released)."""
         ...
 
 

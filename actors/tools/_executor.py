@@ -1,11 +1,14 @@
 """Executor actor: runs the calls of one tool kind (files, shell...) for one session.
 
 Accepts: ``RunTool`` (start a call), ``CancelTool`` (stop it); the replies to its
-tools' model calls (``ModelAccess``) and file accesses (``FileAccess``: ``FileAccessed``).
+tools' model calls (``ModelAccess``), file accesses (``FileAccess``: ``FileAccessed``)
+and commands run in the client's terminals (``TerminalAccess``: ``TerminalOutput``,
+``TerminalExited``).
 Emits: ``ToolOutputStreamed`` events while a call runs, and exactly one ``ToolFinished``
 per ``RunTool`` to its ``reply_to`` — also when the call was cancelled or crashed;
-``GenerateRequest`` to the gateway and ``ReadTextFile``/``WriteTextFile`` to the
-session's file-access client for its tools.
+``GenerateRequest`` to the gateway, ``ReadTextFile``/``WriteTextFile`` to the
+session's file-access client and ``RunInTerminal``/``KillTerminal`` to its terminal
+client, for its tools.
 Owns: the running calls, each in its own cancel scope (a shell call's process group
 dies with its scope).
 Stops: when its inbox closes (running calls are cancelled and reported; then each
@@ -16,7 +19,7 @@ background), or by its supervisor's cancel.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias, assert_never
 
 import attrs
@@ -30,13 +33,17 @@ from bus.messages import (
     FileAccessed,
     GenerateRequest,
     GenerationCancelled,
+    KillTerminal,
     ModelChunk,
     ModelFailed,
     ModelFinished,
     ModelReply,
     ModelRole,
     ReadTextFile,
+    RunInTerminal,
     RunTool,
+    TerminalExited,
+    TerminalOutput,
     ToolFinished,
     ToolOutputStreamed,
     ToolResult,
@@ -45,11 +52,11 @@ from bus.messages import (
 )
 from bus.planted import planted
 
-from ._base import FileAccessError, ModelCallError, Tool, ToolEnv
+from ._base import FileAccessError, ModelCallError, OutputSink, TerminalRun, Tool, ToolEnv
 
 CLOSE_GRACE_S = 2.0
 
-ExecutorInbox: TypeAlias = RunTool | CancelTool | ModelReply | FileAccessed
+ExecutorInbox: TypeAlias = RunTool | CancelTool | ModelReply | FileAccessed | TerminalOutput | TerminalExited
 """What reaches an executor's address."""
 
 
@@ -63,6 +70,7 @@ class ExecutorActor:
         env: ToolEnv,
         gateway_address: str | None = None,
         file_access_address: str | None = None,
+        terminal_address: str | None = None,
     ) -> None:
         self.bus = bus
         self.address = address
@@ -72,10 +80,15 @@ class ExecutorActor:
         """The session's file-access client (``ReadTextFile``/``WriteTextFile``), if any."""
         self._model_replies: dict[str, trio.MemorySendChannel[ModelReply]] = {}
         self._file_replies: dict[str, trio.MemorySendChannel[FileAccessed]] = {}
+        self.terminal_address = terminal_address
+        """The session's terminal client (``RunInTerminal``), if any."""
+        self._terminal_replies: dict[str, trio.MemorySendChannel[TerminalOutput | TerminalExited]] = {}
         self._port: Port | None = None
         self.env = attrs.evolve(env, model_access=self) if gateway_address else env
         if file_access_address:
             self.env = attrs.evolve(self.env, file_access=self)
+        if terminal_address:
+            self.env = attrs.evolve(self.env, terminal_access=self)
         self._running: dict[str, trio.CancelScope] = {}
 
     async def run(self, *, task_status: trio.TaskStatus[Port] = trio.TASK_STATUS_IGNORED) -> None:
@@ -97,6 +110,10 @@ class ExecutorActor:
                             file_waiting = self._file_replies.get(accessed.request_id)
                             if file_waiting is not None:
                                 file_waiting.send_nowait(accessed)
+                        case TerminalOutput() | TerminalExited() as term:
+                            term_waiting = self._terminal_replies.get(term.request_id)
+                            if term_waiting is not None:
+                                term_waiting.send_nowait(term)
                         case RunTool() as run:
                             scope = trio.CancelScope()
                             self._running[run.call_id] = scope
@@ -278,6 +295,68 @@ class ExecutorActor:
         if reply.error is not None or reply.not_found:
             raise FileAccessError(reply.error or "file not found", not_found=reply.not_found)
         return reply
+
+
+    async def run_in_terminal(
+        self,
+        *,
+        call_id: str,
+        command: str,
+        args: Sequence[str],
+        cwd: str,
+        env: Mapping[str, str],
+        output: OutputSink | None,
+    ) -> TerminalRun:
+        """``TerminalAccess`` for the shell: a ``RunInTerminal`` to the client; on
+        cancellation a ``KillTerminal``, and its ``TerminalExited`` awaited (bounded),
+        so the command is gone when the call reports it cancelled."""
+        assert self._port is not None and self.terminal_address is not None
+        request_id = new_id()
+        # Unbounded: the actor's loop must never block routing the client's events.
+        send, receive = trio.open_memory_channel[TerminalOutput | TerminalExited](float("inf"))
+        self._terminal_replies[request_id] = send
+        done = False
+        try:
+            try:
+                await self._port.send(
+                    RunInTerminal(
+                        session_id=self.env.session_id,
+                        request_id=request_id,
+                        reply_to=self.address,
+                        call_id=call_id,
+                        command=command,
+                        args=tuple(args),
+                        cwd=cwd,
+                        env=dict(env),
+                    ),
+                    to=self.terminal_address,
+                )
+            except DeliveryError:
+                return TerminalRun(error="the session's client is gone")
+            async for reply in receive:
+                if isinstance(reply, TerminalOutput):
+                    if output is not None and reply.text:
+                        await output(reply.text)
+                    continue
+                done = True
+                return TerminalRun(
+                    output=reply.output, exit_code=reply.exit_code, signal=reply.signal, error=reply.error
+                )
+            raise AssertionError("unreachable: the reply channel is never closed")
+        finally:
+            if not done:
+                with trio.move_on_after(CLOSE_GRACE_S, shield=True):
+                    try:
+                        await self._port.send(
+                            KillTerminal(session_id=self.env.session_id, request_id=request_id, reason="tool call cancelled"),
+                            to=self.terminal_address,
+                        )
+                        async for reply in receive:
+                            if isinstance(reply, TerminalExited):
+                                break
+                    except DeliveryError:
+                        pass
+            self._terminal_replies.pop(request_id, None)
 
 
 async def _execute(

@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Callable, Mapping
@@ -76,7 +77,14 @@ from typing import Any
 import attrs
 import trio
 
-from actors.common import command_roots, js_trim, node_resolve, spawn_error, strip_shell_wrapper
+from actors.common import (
+    command_roots,
+    js_trim,
+    node_resolve,
+    spawn_error,
+    strip_ansi,
+    strip_shell_wrapper,
+)
 from bus.messages import ToolResult
 
 from ._base import OutputSink, Tool, ToolEnv
@@ -299,6 +307,8 @@ class ShellTool:
                 error_type="path_not_in_workspace",
                 error_message=problem,
             )
+        if env.terminal_access is not None and not params.is_background:
+            return await self._run_in_client_terminal(params, stripped, cwd, env, call_id, output)
         temp_dir = Path(tempfile.mkdtemp(prefix="gemini-shell-"))
         pid_file = temp_dir / "bgpids.tmp"
         command_to_execute = wrap_command_for_background_pids(stripped, str(pid_file))
@@ -316,6 +326,43 @@ class ShellTool:
             )  # fmt: skip
         finally:
             shutil.rmtree(temp_dir, ignore_errors=True)
+
+    # ---------------------------------------------------------------- client terminal
+
+    async def _run_in_client_terminal(
+        self,
+        params: _Params,
+        stripped: str,
+        cwd: str,
+        env: ToolEnv,
+        call_id: str,
+        output: OutputSink | None,
+    ) -> ToolResult:
+        """A foreground command in a terminal of the session's client (an editor shows it
+        live): the same ``bash -c`` line, our environment's changes over the client's,
+        and the same texts for the model. What differs: no background-PID bookkeeping
+        or inactivity timeout (the client owns the process), no process-group id in the
+        text; cancelling kills it through the client."""
+        assert env.terminal_access is not None
+        command = ensure_promptvars_disabled(stripped)
+        shell_env = build_shell_env(os.environ, env.settings)
+        changed = {name: value for name, value in shell_env.items() if os.environ.get(name) != value}
+        run = await env.terminal_access.run_in_terminal(
+            call_id=call_id,
+            command=resolve_executable("bash") or "bash",
+            args=["-c", command],
+            cwd=cwd,
+            env=changed,
+            output=output,
+        )
+        outcome = ShellOutcome(
+            output=js_trim(strip_ansi(run.output)),
+            exit_code=run.exit_code if run.signal is None else None,
+            signal=_signal_number(run.signal),
+            error=run.error,
+        )
+        timeout_s = inactivity_timeout(env.settings)
+        return await trio.to_thread.run_sync(self._finish, outcome, params, command, timeout_s, env, call_id)
 
     # ---------------------------------------------------------------- foreground
 
@@ -516,6 +563,18 @@ class ShellTool:
             return_display=text,
             data={"pid": proc.pid, "command": params.command, "initialOutput": initial},
         )
+
+
+def _signal_number(name: str | None) -> int | None:
+    """A signal's number from the name a client reports (``SIGTERM``, ``TERM``, ``15``)."""
+    if not name:
+        return None
+    if name.isdigit():
+        return int(name)
+    try:
+        return int(signal.Signals[name if name.startswith("SIG") else f"SIG{name}"])
+    except KeyError:
+        return None
 
 
 async def _pump(stream: trio.abc.ReceiveStream, collector: OutputCollector) -> None:

@@ -171,6 +171,60 @@ class FileAccessed:
 
 
 @attrs.frozen(kw_only=True)
+class RunInTerminal:
+    """Request from an executor to the session's terminal client (an editor that runs
+    commands in terminals it shows, ACP's ``terminal/*``): run ``command`` with ``args``
+    in ``cwd`` for the call ``call_id``. ``TerminalOutput`` events may follow; one
+    ``TerminalExited`` answers, also after ``KillTerminal``."""
+
+    session_id: str
+    request_id: str
+    reply_to: str
+    call_id: str
+    """The tool call it runs for (the client shows the terminal inside it)."""
+    command: str
+    args: tuple[str, ...] = ()
+    cwd: str
+    env: JsonValue = frozen_json({})
+    """Variables to set (name -> value) over the client's environment."""
+
+
+@attrs.frozen(kw_only=True)
+class TerminalOutput:
+    """Event from the terminal client to the executor: output a ``RunInTerminal``
+    command printed since the last one."""
+
+    session_id: str
+    request_id: str
+    text: str = text_field()
+
+
+@attrs.frozen(kw_only=True)
+class TerminalExited:
+    """Terminal reply to ``RunInTerminal``: the command's whole output and how it ended
+    (``error``: it could not run, or the client failed while it ran)."""
+
+    session_id: str
+    request_id: str
+    output: str = text_field("")
+    exit_code: int | None = None
+    signal: str | None = None
+    """The signal's name (``SIGTERM``) when one ended it."""
+    error: str | None = text_field(None)
+    terminal_id: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class KillTerminal:
+    """Command from an executor to the terminal client: kill a ``RunInTerminal``
+    command (the call was cancelled); its ``TerminalExited`` still answers."""
+
+    session_id: str
+    request_id: str
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
 class ToolOutputStreamed:
     """Event: live output of a running call (shell)."""
 

@@ -4,8 +4,9 @@ It opens its session the way every front end does (``actors.host.opening.open_se
 with its own model gateway (one per session: a fake-responses file restarts at its first
 line for every session, as in Gemini CLI), follows the session's messages as an
 observer, serves its executors' file reads and writes (``ReadTextFile``/``WriteTextFile``:
-through the ACP client's ``fs/*`` where it offers them, else the local disk) and runs the
-client-side hook points. What every ACP session does is ``_session.AcpSession``.
+through the ACP client's ``fs/*`` where it offers them, else the local disk) and, when
+the client offers terminals, the shell's commands (``RunInTerminal``, ``KillTerminal``:
+``_terminal``), and runs the client-side hook points. What every ACP session does is ``_session.AcpSession``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from actors.frontends.acp._session import (
     replay_of,
     write_local,
 )
+from actors.frontends.acp._terminal import run_in_client_terminal
 from actors.frontends.acp._view import (
     SessionView,
 )
@@ -51,7 +53,7 @@ from actors.host.setup import (
     session_config,
     session_setup,
 )
-from actors.host.user_calls import context_parts, ran
+from actors.host.user_calls import SHELL_TOOL, context_parts, ran
 from actors.recording import Recording, recording_path
 from bus import Bus, DeliveryError
 from bus.json_values import thaw
@@ -68,11 +70,14 @@ from bus.messages import (
     FileAccessed,
     HookEvent,
     HooksFinished,
+    KillTerminal,
     Message,
     ReadTextFile,
     RunHooks,
+    RunInTerminal,
     ScheduleBatch,
     SubmitPrompt,
+    TerminalOutput,
     ToolCallRequest,
     WriteTextFile,
     as_approval_mode,
@@ -108,6 +113,8 @@ class BusSession(AcpSession):
         self.addrs: runtime.SessionAddresses | None = None
         self._port: Any = None
         self._hooks: dict[str, Waiter[Any]] = {}
+        self._terminals: dict[str, trio.CancelScope] = {}
+        """The shell's commands running in the client's terminals, by request id."""
 
     # -- life cycle -------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[Started] = trio.TASK_STATUS_IGNORED) -> None:
@@ -159,6 +166,7 @@ class BusSession(AcpSession):
             cfg,
             gateway_address=self.gateway_address,
             file_access_address=self.address if (caps.read_text_file or caps.write_text_file) else None,
+            terminal_address=self.address if caps.terminal else None,
         )
         self._env, self._tools = setup.env, setup.tools
         self.view = SessionView(presenter, approval_mode=approval, model=model)
@@ -345,6 +353,13 @@ class BusSession(AcpSession):
             match env.message:
                 case ReadTextFile() | WriteTextFile() as request:
                     self._nursery.start_soon(self._serve_file, request)
+                case RunInTerminal() as run:
+                    kill = self._terminals[run.request_id] = trio.CancelScope()
+                    self._nursery.start_soon(self._serve_terminal, run, kill)
+                case KillTerminal() as stop:
+                    killing = self._terminals.get(stop.request_id)
+                    if killing is not None:
+                        killing.cancel(reason=f"KillTerminal: {stop.reason}")
                 case HooksFinished() as done:
                     waiter = self._hooks.pop(done.request_id, None)
                     if waiter is not None:
@@ -357,6 +372,27 @@ class BusSession(AcpSession):
                         )
                 case _:
                     pass
+
+    async def _serve_terminal(self, run: RunInTerminal, kill: trio.CancelScope) -> None:
+        """``TerminalAccess`` for the shell executor: the command in the client's
+        terminal (``_terminal``), shown inside its call."""
+        assert self._port is not None
+
+        async def shown(terminal_id: str) -> None:
+            assert self.view is not None
+            for effect in self.view.terminal_attached(run.call_id, SHELL_TOOL, terminal_id):
+                await self._apply(effect)
+
+        async def streamed(output: TerminalOutput) -> None:
+            await self._send(output, run.reply_to)
+
+        try:
+            done = await run_in_client_terminal(
+                self.peer.request, self.session_id, run, shown=shown, streamed=streamed, kill=kill
+            )
+        finally:
+            self._terminals.pop(run.request_id, None)
+        await self._send(done, run.reply_to)
 
     async def _run_hooks(self, event: HookEvent, target: str, data: Mapping[str, Any]) -> dict[str, Any] | None:
         """A client-side hook point (SessionStart, SessionEnd)."""

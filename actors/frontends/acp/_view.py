@@ -200,6 +200,8 @@ class _Call:
     """A subagent call's lines of activity (its content while it runs)."""
     user: bool = False
     """The user asked for it (``/tool``, ``/shell``): its result is shown in full."""
+    terminal_id: str | None = None
+    """It runs in the client's terminal (ACP ``terminal/*``): shown in its content."""
 
 
 @attrs.define
@@ -410,13 +412,26 @@ class SessionView:
             call.presentation = self.presenter.present(call.name, call.args)
         return call.presentation
 
+    def terminal_attached(self, call_id: str, name: str, terminal_id: str) -> list[Effect]:
+        """The call runs in the client's terminal ``terminal_id``: the client shows it
+        inside the call, live, and keeps showing it after the call ends."""
+        call = self._call(call_id, name)
+        call.terminal_id = terminal_id
+        if not call.announced:
+            return []  # its tool_call will carry the terminal
+        return [
+            Update(
+                {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "content": _with_terminal(call, call.content)}
+            )
+        ]
+
     def _fields(self, call: _Call, status: str) -> dict[str, Any]:
         p = self._presentation(call)
         return {
             "toolCallId": call.call_id,
             "status": status,
             "title": p.title,
-            "content": call.content,
+            "content": _with_terminal(call, call.content),
             "locations": [dict(loc) for loc in p.locations],
             "kind": p.kind,
         }
@@ -464,7 +479,7 @@ class SessionView:
                                 "sessionUpdate": "tool_call_update",
                                 "toolCallId": call.call_id,
                                 "status": "failed",
-                                "content": [text_content(text)],
+                                "content": _with_terminal(call, [text_content(text)]),
                                 "kind": p.kind,
                             }
                         )
@@ -545,6 +560,14 @@ class SessionView:
         if reason == "cancelled":
             return [PromptDone(turn.prompt_id, {"stopReason": "cancelled"})]
         return [PromptDone(turn.prompt_id, {"stopReason": reason, "_meta": turn.meta()})]
+
+
+def _with_terminal(call: _Call, content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``content`` led by the call's terminal, when it ran in one (a later update's
+    content replaces the earlier one: the terminal must stay in each)."""
+    if call.terminal_id is None:
+        return content
+    return [{"type": "terminal", "terminalId": call.terminal_id}, *(c for c in content if c.get("type") != "terminal")]
 
 
 def _text_of(llm_content: Any) -> str:

@@ -46,6 +46,10 @@ class Client:
         """None: the client offers no fs; else the editor's buffers (path -> text)."""
         self.missing_file_error = True
         """Answer a read of a missing file with -32002 (else with "")."""
+        self.terminals: Terminals | None = None
+        """None: the client offers no terminals."""
+        self._nursery: trio.Nursery | None = None
+        self._send_lock = trio.Lock()
         self._ids = itertools.count(100)
         self._waiting: dict[int, trio.MemorySendChannel[dict[str, Any]]] = {}
         self._changed = trio.Event()
@@ -53,7 +57,8 @@ class Client:
 
     # -- sending ---------------------------------------------------------------------------
     async def send_raw(self, data: bytes) -> None:
-        await self.stream.send_all(data)
+        async with self._send_lock:  # terminal answers are sent from their own tasks
+            await self.stream.send_all(data)
 
     async def send(self, frame: dict[str, Any]) -> None:
         await self.send_raw(json.dumps(frame).encode() + b"\n")
@@ -72,14 +77,22 @@ class Client:
     async def notify(self, method: str, params: Any) -> None:
         await self.send({"jsonrpc": "2.0", "method": method, "params": params})
 
-    async def initialize(self, *, fs: bool = False) -> Any:
+    async def initialize(self, *, fs: bool = False, terminal: bool = False) -> Any:
         if fs and self.files is None:
             self.files = {}
-        caps: dict[str, Any] = {"fs": {"readTextFile": fs, "writeTextFile": fs}}
+        if terminal and self.terminals is None:
+            self.terminals = Terminals()
+        caps: dict[str, Any] = {"fs": {"readTextFile": fs, "writeTextFile": fs}, "terminal": terminal}
         return await self.call("initialize", {"protocolVersion": 1, "clientCapabilities": caps})
 
     # -- receiving -------------------------------------------------------------------------
     async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            await self._read()
+            nursery.cancel_scope.cancel()
+
+    async def _read(self) -> None:
         async for data in self.stream:
             self._buf += data
             while b"\n" in self._buf:
@@ -118,8 +131,23 @@ class Client:
         elif method == "fs/write_text_file" and self.files is not None:
             self.files[params["path"]] = params["content"]
             reply = {"result": {}}
+        elif method.startswith("terminal/") and self.terminals is not None:
+            # Answered in its own task: wait_for_exit waits, the others must not.
+            assert self._nursery is not None
+            self._nursery.start_soon(self._terminal, rid, method, params)
+            return
         else:
             reply = {"error": {"code": -32601, "message": "Method not found"}}
+        await self.send({"jsonrpc": "2.0", "id": rid, **reply})
+
+    async def _terminal(self, rid: Any, method: str, params: dict[str, Any]) -> None:
+        assert self.terminals is not None
+        self.terminals._nursery = self._nursery
+        try:
+            result = await self.terminals.serve(method, params)
+            reply: dict[str, Any] = {"result": result}
+        except KeyError as exc:
+            reply = {"error": {"code": -32602, "message": f"no terminal {exc}"}}
         await self.send({"jsonrpc": "2.0", "id": rid, **reply})
 
     async def wait_for(self, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
@@ -154,6 +182,90 @@ class Client:
 
     def clear(self) -> None:
         self.log.clear()
+
+
+class Terminals:
+    """An editor's terminals for ``terminal/*``: real processes (no pty), output kept,
+    every request logged (``calls``)."""
+
+    def __init__(self) -> None:
+        self.procs: dict[str, trio.Process] = {}
+        self.output: dict[str, bytearray] = {}
+        self.done: dict[str, trio.Event] = {}
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.released: set[str] = set()
+        self._ids = itertools.count(1)
+        self._nursery: trio.Nursery | None = None
+
+    async def serve(self, method: str, params: dict[str, Any]) -> Any:
+        self.calls.append((method, params))
+        if method == "terminal/create":
+            return await self.create(params)
+        tid = params["terminalId"]
+        proc = self.procs[tid]
+        if method == "terminal/output":
+            return {"output": self.output[tid].decode("utf-8", "replace"), "truncated": False, **self.status(proc)}
+        if method == "terminal/wait_for_exit":
+            await self.done[tid].wait()
+            return self.status(proc).get("exitStatus", {})
+        if method == "terminal/kill":
+            self.kill(tid)
+            return {}
+        if method == "terminal/release":
+            self.kill(tid)
+            self.released.add(tid)
+            del self.procs[tid]
+            return {}
+        raise KeyError(method)
+
+    async def create(self, params: dict[str, Any]) -> Any:
+        import os
+        import subprocess
+
+        tid = f"term-{next(self._ids)}"
+        env = {**os.environ, **{v["name"]: v["value"] for v in params.get("env", [])}}
+        proc = await trio.lowlevel.open_process(
+            [params["command"], *params.get("args", [])],
+            cwd=params.get("cwd"),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.procs[tid], self.output[tid], self.done[tid] = proc, bytearray(), trio.Event()
+        assert self._nursery is not None
+        self._nursery.start_soon(self._pump, tid, proc)
+        return {"terminalId": tid}
+
+    async def _pump(self, tid: str, proc: trio.Process) -> None:
+        assert proc.stdout is not None
+        async for chunk in proc.stdout:
+            self.output[tid] += chunk
+        await proc.wait()
+        self.done[tid].set()
+
+    @staticmethod
+    def status(proc: trio.Process) -> dict[str, Any]:
+        import signal
+
+        rc = proc.returncode
+        if rc is None:
+            return {}
+        if rc < 0:
+            return {"exitStatus": {"exitCode": None, "signal": signal.Signals(-rc).name}}
+        return {"exitStatus": {"exitCode": rc, "signal": None}}
+
+    def kill(self, tid: str) -> None:
+        import os
+        import signal
+
+        proc = self.procs.get(tid)
+        if proc is not None and proc.returncode is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 @asynccontextmanager
