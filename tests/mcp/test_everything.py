@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -27,33 +26,19 @@ import pytest
 import trio
 
 from actors.mcp import McpConnection, McpTool, ServerParams
+from tests.fakes.mcp_everything import INSTALL, REQUIRED, find_everything
 from tests.mcp.test_connection import BOUND_S, read, running, tools_of, until
 
 ROOT = Path(__file__).resolve().parents[2]
 TEE = str(ROOT / "tests" / "fakes" / "stdio_tee.py")
-VERSION = "2026.8.31"
-"""The version .ci/run installs."""
-INSTALL = f"npm install --prefix .npm-mcp/everything @modelcontextprotocol/server-everything@{VERSION}"
-
-
-def _find() -> Path | None:
-    explicit = os.environ.get("MCP_EVERYTHING_BIN")
-    if explicit:
-        return Path(explicit)
-    prefix = Path(os.environ.get("MCP_NPM_PREFIX", ROOT / ".npm-mcp"))
-    local = prefix / "everything" / "node_modules" / ".bin" / "mcp-server-everything"
-    if local.is_file():
-        return local.resolve()
-    found = shutil.which("mcp-server-everything")
-    return Path(found) if found else None
 
 
 @pytest.fixture(scope="module")
 def everything() -> Path:
-    found = _find()
-    if found is None or not found.is_file() or shutil.which("node") is None:
-        if os.environ.get("AGENTBUS_REQUIRE_MCP_EVERYTHING"):
-            pytest.fail("AGENTBUS_REQUIRE_MCP_EVERYTHING is set (.ci/run installed it) but server-everything or node is not found")
+    found = find_everything()
+    if found is None:
+        if os.environ.get(REQUIRED):
+            pytest.fail(f"{REQUIRED} is set (.ci/run installed it) but server-everything or node is not found")
         pytest.skip(f"@modelcontextprotocol/server-everything is not installed (or node is missing): {INSTALL}")
     return found
 
