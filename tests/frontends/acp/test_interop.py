@@ -376,3 +376,84 @@ def test_initialize_alone_is_answered(tmp_path: Path) -> None:
         proc.stdin.close()
         assert proc.wait(timeout=20) == 0
     assert answer["id"] == 0 and answer["result"]["protocolVersion"] == 1
+
+
+# -- the shell in the client's terminal (T: not in Gemini CLI, which never uses terminal/*)
+def in_terminal(p: Phases) -> list[Phases]:
+    """T: with ``clientCapabilities.terminal`` the shell's command runs in the client's
+    terminal: ``terminal/create`` (``bash -c`` the command, in the cwd), the terminal
+    shown in the call, ``wait_for_exit``, ``release``; the call's content keeps the
+    terminal when it completes. (``terminal/output`` polls are timing: left out.)"""
+    out: list[Any] = []
+    for item in p["1"]:
+        if _is_update(item, "tool_call") and item.get("kind") == "execute":
+            command = item["title"]
+            ids = {"terminalId": "term1"}
+            out += [
+                item,
+                {
+                    "request": "terminal/create",
+                    "params": {
+                        "args": ["-c", f"shopt -u promptvars nullglob extglob nocaseglob dotglob; {command}"],
+                        "command": "bash",
+                        "cwd": "$CWD",
+                        "env": "<env>",
+                        "outputByteLimit": 16 * 1024 * 1024,
+                    },
+                },
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": item["toolCallId"],
+                    "content": [{"type": "terminal", "terminalId": "term1"}, *item["content"]],
+                },
+                {"request": "terminal/wait_for_exit", "params": ids},
+                {"request": "terminal/release", "params": ids},
+            ]
+        elif _is_update(item, "tool_call_update") and item.get("kind") == "execute":
+            out.append({**item, "content": [{"type": "terminal", "terminalId": "term1"}]})
+        else:
+            out.append(item)
+    p["1"] = out
+    return [p]
+
+
+def _terminal_phases(compare: Any, path: Path) -> Phases:
+    got = phases_of(compare, path)
+    items = []
+    for item in got["1"]:
+        if _is_request(item, "terminal/output"):
+            continue
+        if _is_request(item, "terminal/create"):
+            params = dict(item["params"])
+            names = {v["name"] for v in params["env"]}
+            assert {"GEMINI_CLI", "PAGER", "GIT_PAGER"} <= names, params["env"]
+            params["env"] = "<env>"
+            params["command"] = Path(params["command"]).name
+            item = {**item, "params": params}
+        items.append(item)
+    got["1"] = items
+    return got
+
+
+def test_sdk_client_runs_the_shell_in_its_terminal(tmp_path: Path) -> None:
+    compare = _kit_or_skip()
+    path = tmp_path / "shell_terminal.jsonl"
+    _run([str(KIT / "run_agent.sh"), "--out", str(path), "shell_yolo_flag", "--terminal", "--", *AGENT], _env(), tmp_path)
+    golden = phases_of(compare, KIT / "golden" / "shell_yolo_flag.jsonl")
+    (want,) = in_terminal(commands(golden)[0])
+    assert _terminal_phases(compare, path) == want
+
+
+def test_acpx_runs_the_shell_in_its_terminal(tmp_path: Path) -> None:
+    compare = _kit_or_skip()
+    acpx = _acpx()
+    if acpx is None or not acpx.is_file():
+        if os.environ.get("AGENTBUS_REQUIRE_ACPX"):
+            pytest.fail("AGENTBUS_REQUIRE_ACPX is set (.ci/run installed acpx) but acpx is not found")
+        pytest.skip("acpx is not installed (kit: setup.sh --acpx; then set ACPX_BIN)")
+    path = tmp_path / "shell_terminal.acpx.ndjson"
+    cmd = [str(KIT / "run_acpx.sh"), "--terminal", "--out", str(path), "shell_yolo_flag", "--", *AGENT]
+    _run(cmd, _env(ACPX_BIN=str(acpx)), tmp_path)
+    golden = phases_of(compare, KIT / "golden" / "shell_yolo_flag.jsonl")
+    (want,) = in_terminal(commands(golden)[0])
+    assert _terminal_phases(compare, path) == want
