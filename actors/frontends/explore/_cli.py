@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="MODULE:FUNC",
-        help="your own check, called with each run (repeatable; see docs/explore.md)",
+        help="your own check (a module or .py file, and a function), called with each run (repeatable; the API: actors.frontends.explore.UserRun)",
     )
     parser.add_argument(
         "-o", "--out", type=Path, default=Path(DEFAULT_OUT), help=f"where a failing run's recording goes (default {DEFAULT_OUT})"

@@ -398,7 +398,14 @@ def run_target(
         home = Path(tmp) / "home"
         home.mkdir()
         run = Run(session=session, recording_path=Path(tmp) / "recording.jsonl")
-        execute(session, run, lambda clock: target_world(target, perturbation, run, workspace, home, clock))
+        try:
+            execute(session, run, lambda clock: target_world(target, perturbation, run, workspace, home, clock))
+        except Exception as exc:  # an actor of the user's session crashed: a finding, not an input error
+            crashed = Violation(3, f"the session crashed: {_crash(exc)}")
+            if keep_recording is not None and run.recording_path.exists():
+                keep_recording.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(run.recording_path, keep_recording)
+            return TargetRun(run, perturbation, [crashed], [])
         violations = check(run)
         user: list[UserViolation] = []
         if invariants and run.recording is not None:
@@ -414,3 +421,10 @@ def run_target(
             keep_recording.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(run.recording_path, keep_recording)
     return TargetRun(run, perturbation, violations, user)
+
+
+def _crash(exc: BaseException) -> str:
+    """The innermost exceptions of a crash, one line."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_crash(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"

@@ -15,6 +15,7 @@ from actors.frontends.acp import build_parser as acp_parser
 from actors.frontends.agents import build_parser as agents_parser
 from actors.frontends.chat import _parser as chat_parser
 from actors.frontends.daemon import _parser as daemon_parser
+from actors.frontends.explore import build_parser as explore_parser
 from actors.frontends.mcp import build_parser as mcp_parser
 from actors.frontends.replay import build_parser as replay_parser
 from actors.frontends.tool import build_parser as tool_parser
@@ -28,6 +29,7 @@ PARSERS: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "agentbus chat": chat_parser,
     "agentbus acp": acp_parser,
     "agentbus replay": replay_parser,
+    "agentbus explore": explore_parser,
     "agentbus tool": tool_parser,
     "agentbus agents": agents_parser,
     "agentbus mcp": mcp_parser,
