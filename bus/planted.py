@@ -1,9 +1,10 @@
 """Planted bugs: test-only switches that break one invariant of DESIGN §5 on purpose.
 
-The explored-sessions suite (``tests/system/test_explored_sessions.py``) must fail when an
-invariant is broken. To show it does, each switch below plants a bug at one spot in an
-actor (a one-line ``if planted("..."):`` there), and a test turns it on and asserts the
-suite finds the bug within its CI budget.
+The explored-sessions suite (``tests/system/test_explored_sessions.py``) and ``agentbus
+explore`` (``tests/frontends/explore/``) must fail when an invariant is broken. To show
+they do, each switch below plants a bug at one spot in an actor (a one-line
+``if planted("..."):`` there), and a test turns it on and asserts the bug is found
+within the CI budget (``agentbus explore``: its default budget, on a bundled scenario).
 
 Only ``planting`` (used by tests) turns a switch on. In every real run no switch is on:
 ``planted`` is then a call and a membership test on an empty frozenset (about 50 ns;

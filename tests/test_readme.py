@@ -38,7 +38,7 @@ EXPECT: dict[str, tuple[int, tuple[str, ...]]] = {
     "agentbus tool read_file": (0, ("# agentbus",)),
     "agentbus tool run_shell_command": (0, ('"tool": "run_shell_command"', '"status": "success"', "README.md")),
     "agentbus tool --list": (0, ("read_file", "run_shell_command")),
-    "agentbus explore scenarios/explore-join": (0, ("20 run(s)", "every run kept every invariant")),
+    "agentbus explore scenarios/explore/join": (0, ("20 run(s)", "every run kept every invariant")),
     "agentbus agents": (0, ("codebase_investigator", "generalist")),
     "echo hi | agentbus chat": (0, ("Hello! How can I help you today?", "stays in the daemon")),
     "agentbus daemon status": (0, ("agentbus daemon: running", "sessions: 1")),

@@ -15,7 +15,7 @@ from actors.frontends.replay import main as replay_main
 from bus.planted import SWITCHES, planting
 
 ROOT = Path(__file__).resolve().parents[3]
-JOIN = ROOT / "scenarios" / "explore-join"
+JOIN = ROOT / "scenarios" / "explore" / "join"
 INVARIANTS = JOIN / "invariants.py"
 
 PLANTED = {

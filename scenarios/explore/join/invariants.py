@@ -1,4 +1,4 @@
-"""User invariants for ``agentbus explore scenarios/explore-join --invariant ...``.
+"""User invariants for ``agentbus explore scenarios/explore/join --invariant ...``.
 
 Each function gets an ``actors.frontends.explore.UserRun`` (the messages in order, the
 recording, the workspace after the session) and returns None when the run is fine, or
