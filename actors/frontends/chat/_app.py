@@ -25,6 +25,7 @@ import attrs
 import trio
 
 from actors.frontends.chat._lines import LineSource, SingleKey
+from actors.frontends.chat._mcp import find_prompt, help_of, parse_mcp_args, render_servers
 from actors.frontends.chat._render import ANSWER_WORDS, ANSWERS, VIEW_KEY, Renderer, parse_answer
 from actors.frontends.daemon.client import DaemonClient, DaemonError
 from actors.host.user_calls import parse_tool_call
@@ -53,12 +54,14 @@ HELP = """Commands:
   /new                 start a new session here
   /mode MODE           approval mode: default, auto_edit, yolo, plan
   /tool NAME {json}    run a tool yourself, e.g. /tool read_file {"file_path": "README.md"}
+  /mcp [desc|schema]   the session's MCP servers: state, tools, prompts, resources
+  /PROMPT args         run an MCP server's prompt (/PROMPT help: its arguments)
   !COMMAND             run a shell command yourself (live output; Ctrl-C stops it)
   /tool! …  !!COMMAND  the same, and add the result to the conversation (the next
                        prompt carries it; otherwise the model never sees it)
   /quit                leave (the session stays in the daemon)
 Ctrl-C cancels the running turn or call; a second Ctrl-C exits. @path in a prompt
-attaches that file. Tab completes commands, tool names and paths (after @ and in !)."""
+attaches that file, @server:uri an MCP server's resource. Tab completes commands, tool names and paths (after @ and in !)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -386,6 +389,10 @@ class ChatApp:
                     fake_responses=self.opts.fake_responses,
                 )
                 await self._switch(ready, resuming=False)
+            case "/mcp":
+                descriptions, schema, only = parse_mcp_args(rest)
+                servers = (await self.client.list_mcp_servers(self.session_id)).servers
+                self.line(render_servers(servers, descriptions=descriptions, schema=schema, only=only))
             case "/mode":
                 if not rest:
                     self.line("usage: /mode default|auto_edit|yolo|plan", "yellow")
@@ -404,7 +411,19 @@ class ChatApp:
                         self._start_tool(tool, args, share=name == "/tool!")
                         return None
             case _:
-                self.line(f"unknown command {name}; /help lists them", "yellow")
+                servers = (await self.client.list_mcp_servers(self.session_id)).servers
+                prompt = find_prompt(servers, name[1:])
+                if prompt is None:
+                    self.line(f"unknown command {name}; /help lists them", "yellow")
+                elif rest.split(maxsplit=1)[:1] == ["help"]:
+                    self.line(help_of(prompt))
+                else:
+                    # The daemon runs the prompt (prompts/get) and sends its text.
+                    accepted = await self.client.prompt(self.session_id, text)
+                    if accepted.prompt_id not in self.ended_prompts:
+                        self.my_prompts.add(accepted.prompt_id)
+                    self._update_idle()
+                    return None
         self.prompt_marker()
         return None
 
