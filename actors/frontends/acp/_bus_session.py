@@ -150,7 +150,8 @@ class BusSession(AcpSession):
             raise RpcError(INTERNAL_ERROR, exc.message) from None
         print_warnings(setup)
         presenter = Presenter(setup.tools, setup.env)
-        replay = replay_of(self.recording, presenter) if self.recording is not None else []
+        # Not running anywhere (else it could not be claimed): what it left unsettled ended.
+        replay = replay_of(self.recording, presenter, ended=True) if self.recording is not None else []
         backend = self._backend(settings)
         cfg = session_config(
             setup,

@@ -67,6 +67,8 @@ from actors.frontends.acp._view import (
     zero_quota,
 )
 from actors.host.at_command import expand_at_references_off_loop
+from actors.host.mcp_session import McpInputError, SessionMcp, run_prompt_command
+from actors.host.sessions import INTERRUPTED_TOOL_REASON
 from actors.host.user_calls import SHELL_TOOL, parse_tool_call
 from actors.recording import Recording, default_data_dir
 from bus.messages import (
@@ -160,16 +162,21 @@ class Started:
     replay: tuple[Mapping[str, Any], ...] = ()
 
 
-def replay_of(recording: Recording, presenter: Presenter, view: SessionView | None = None) -> list[dict[str, Any]]:
+def replay_of(
+    recording: Recording, presenter: Presenter, view: SessionView | None = None, *, ended: bool = False
+) -> list[dict[str, Any]]:
     """A recording as the ACP updates ``session/load`` replays; ``view``: the replay
     view to feed (a session followed on from the recording's end goes on with it, so
-    it knows the calls the replay showed)."""
+    it knows the calls the replay showed); ``ended``: the session runs nowhere, so a
+    call the recording leaves unsettled (its process was killed) ends ``failed``."""
     view = view if view is not None else SessionView(presenter, replay=True)
     updates: list[Mapping[str, Any]] = []
-    for env in recording.envelopes:
-        for effect in view.feed(env.message):
-            if isinstance(effect, Update):
-                updates.append(effect.update)
+    effects = [effect for env in recording.envelopes for effect in view.feed(env.message)]
+    if ended:
+        effects += view.interrupted(INTERRUPTED_TOOL_REASON)
+    for effect in effects:
+        if isinstance(effect, Update):
+            updates.append(effect.update)
     return collapse_replay(updates)
 
 
@@ -260,18 +267,52 @@ class AcpSession:
                 await self._say(self._command(name))
                 return {"stopReason": "end_turn", "_meta": zero_quota()}
         text, extra = prompt_parts(blocks)
-        parts = (
-            await expand_at_references_off_loop(
-                text, self.workspace, env=self._env, glob_available="glob" in self._tools
+        try:
+            # An MCP prompt's command, and @ references (files, MCP resources): a
+            # failure is one message, nothing reaches the model, the session goes on.
+            ran = await run_prompt_command(self._mcp(), command) if command.startswith("/") else None
+            if ran is not None and ran.prompt is None:
+                await self._say(ran.message)
+                return {"stopReason": "end_turn", "_meta": zero_quota()}
+            parts = (
+                [{"text": ran.prompt}]
+                if ran is not None and ran.prompt is not None
+                else await expand_at_references_off_loop(
+                    text, self.workspace, env=self._env, glob_available="glob" in self._tools, mcp=self._mcp()
+                )
+                if text
+                else []
             )
-            if text
-            else []
-        )
+        except McpInputError as exc:
+            await self._say(exc.message)
+            return {"stopReason": "end_turn", "_meta": zero_quota()}
         prompt_id = new_id()
         waiter: Waiter[Mapping[str, Any]] = Waiter()
         self._prompts[prompt_id] = waiter
         await self._submit(prompt_id, (*parts, *extra), text)
         return await waiter.wait()
+
+    def _mcp(self) -> SessionMcp | None:
+        """The session's MCP servers (an in-process session's; None for one attached
+        to a daemon, whose prompts and resources the daemon serves)."""
+        addrs = getattr(self, "addrs", None)
+        mcp: SessionMcp | None = getattr(addrs, "mcp", None)
+        return mcp
+
+    def mcp_commands(self) -> list[dict[str, Any]]:
+        """The session's MCP prompts as ``available_commands_update`` entries (their
+        arguments as the input hint: required ones bare, the others in brackets)."""
+        mcp = self._mcp()
+        out: list[dict[str, Any]] = []
+        for command in sorted(mcp.commands.values(), key=lambda c: c.command) if mcp else ():
+            entry: dict[str, Any] = {"name": command.command, "description": command.description}
+            names = [
+                str(a.get("name")) if a.get("required") else f"[{a.get('name')}]" for a in command.arguments
+            ]
+            if names:
+                entry["input"] = {"hint": " ".join(names)}
+            out.append(entry)
+        return out
 
     async def _say(self, text: str) -> None:
         await self._notify({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})

@@ -425,6 +425,19 @@ class SessionView:
             )
         ]
 
+    def interrupted(self, text: str) -> list[Effect]:
+        """A replay of a session that is not running any more (its process was killed
+        in the middle of a turn): each call it showed that never settled ends
+        ``failed`` with ``text``, instead of running (or waiting) forever in the
+        client."""
+        out: list[Effect] = []
+        for call in self.calls.values():
+            if call.announced and call.status not in ("success", "error", "cancelled"):
+                call.status = "error"
+                call.content = [text_content(text)]
+                out.append(Update({"sessionUpdate": "tool_call_update", **self._fields(call, "failed")}))
+        return out
+
     def _fields(self, call: _Call, status: str) -> dict[str, Any]:
         p = self._presentation(call)
         return {

@@ -195,3 +195,32 @@ async def test_methods_of_a_newer_or_unstable_protocol_are_not_found_and_say_why
         with pytest.raises(RpcFailure) as invalid:
             await client.call("session/new", {"cwd": str(ws), "mcpServers": "none"})
         assert invalid.value.code == -32602
+
+
+async def test_a_client_that_goes_away_mid_approval_loses_nothing(tmp_path: Path, ws: Path) -> None:
+    """The editor closes while a permission request waits: the turn is cancelled and
+    recorded, the file is not written; loading the session in a new connection shows
+    the prompt and the call (ended, not waiting), and the session goes on."""
+    script = fake_responses(
+        tmp_path / "write.jsonl",
+        call_chunks(("write_file", {"file_path": "out.txt", "content": "x\n"})),
+        text_chunks("never"),
+    )
+    later = fake_responses(tmp_path / "later.jsonl", text_chunks("Here again."))
+    async with connected(options(tmp_path, script)) as (client, _):
+        await client.initialize()
+        client.permission = lambda params: None  # asked, never answers
+        sid = await new_session(client, ws)
+        async with trio.open_nursery() as nursery:
+            await prompt_until_asked(nursery, client, sid, "Create out.txt")
+            nursery.cancel_scope.cancel()  # the editor goes away (end of input follows)
+    assert not (ws / "out.txt").exists()
+    async with connected(options(tmp_path, later)) as (client, _):
+        await client.initialize()
+        await client.call("session/load", {"sessionId": sid, "cwd": str(ws), "mcpServers": []})
+        replay = client.updates(sid)
+        assert replay[0] == {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "Create out.txt"}}
+        (call,) = [u for u in replay if u["sessionUpdate"] == "tool_call"]
+        assert call["status"] == "failed"
+        assert "session/request_permission" not in client.sequence()  # not asked again: it ended
+        assert (await prompt(client, sid, "again"))["stopReason"] == "end_turn"
