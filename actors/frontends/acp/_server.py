@@ -444,7 +444,15 @@ class AcpServer:
     def _commands_update(self, sid: str) -> tuple[str, Any]:
         return (
             "session/update",
-            {"sessionId": sid, "update": {"sessionUpdate": "available_commands_update", "availableCommands": available_commands()}},
+            {
+                "sessionId": sid,
+                "update": {
+                    "sessionUpdate": "available_commands_update",
+                    # the built-in commands, then the session's MCP prompts
+                    "availableCommands": available_commands()
+                    + (session.mcp_commands() if (session := self.sessions.get(sid)) else []),
+                },
+            },
         )
 
     async def _load_session(self, params: dict[str, Any]) -> Any:
@@ -529,6 +537,8 @@ class AcpServer:
             running.cancel()
             await running.close("deleted by the ACP client (session/delete)")
             self.sessions.pop(sid, None)
+        if self.options.attach:
+            await self._end_in_daemon(sid)
         path = recording_path(self.options.data_directory(), sid)
         try:
             in_use = await trio.to_thread.run_sync(delete_recording, path)
@@ -539,6 +549,18 @@ class AcpServer:
         if in_use:
             raise RpcError(INTERNAL_ERROR, f"Cannot delete session {sid}: {in_use}", {"sessionId": sid})
         return {}
+
+    async def _end_in_daemon(self, sid: str) -> None:
+        """``--attach``: the daemon ends the session (its other clients are told), so
+        that its recording can go; a session the daemon does not run is fine."""
+        from actors.frontends.daemon.client import DaemonError
+
+        link = await self._daemon_link()
+        try:
+            await link.client.end_session(sid, reason="deleted by an ACP client (session/delete)")
+        except DaemonError as exc:
+            if exc.code != "unknown_session":
+                raise RpcError(INTERNAL_ERROR, f"agentbus daemon: {exc.message}", {"daemonCode": exc.code}) from None
 
     async def _prompt(self, params: dict[str, Any]) -> Any:
         session = self._session(params)
