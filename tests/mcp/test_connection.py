@@ -233,32 +233,6 @@ async def http_server(mode: str = "--http", path: str = "/mcp") -> AsyncIterator
         await process.wait()
 
 
-# The SDK's streamable HTTP transport leaves httpcore2's response iterators to the garbage
-# collector when its connection closes (as pyproject's filter says of httpx2's).
-@pytest.mark.filterwarnings("ignore:Async generator 'httpcore2\\.:ResourceWarning")
-async def test_over_streamable_http_discovery_a_call_an_error_and_a_cancel(tmp_path: Path) -> None:
-    marker = tmp_path / "marker"
-    async with http_server() as url:
-        server = ServerParams(name="web", url=url, transport="http", timeout_s=BOUND_S)
-        async with running(server) as [conn]:
-            tools = await tools_of(conn)
-            echo = await tools["echo"].execute({"text": "over http"}, None)
-            failed = await tools["fail"].execute({"reason": "x"}, None)
-            with trio.CancelScope() as scope:
-                async with trio.open_nursery() as nursery:
-
-                    async def call() -> None:
-                        await tools["wait"].execute({"marker": str(marker)}, None)
-
-                    nursery.start_soon(call)
-                    await until(lambda: read(marker) == "started")
-                    scope.cancel()
-            await until(lambda: read(marker) == "cancelled")
-    assert list(tools)[:2] == ["echo", "picture"]
-    assert echo.return_display == "echo: over http"
-    assert failed.error_type == "mcp_tool_error"
-
-
 async def test_cancel_tool_on_the_servers_executor_ends_the_call_cancelled_and_the_server_sees_it(tmp_path: Path) -> None:
     """The path a session takes: ``RunTool`` to the server's executor, then ``CancelTool``."""
     marker = tmp_path / "marker"

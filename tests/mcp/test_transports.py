@@ -79,6 +79,7 @@ async def test_each_content_type_an_error_result_and_a_cancel_the_server_sees(tr
     port = free_port()
     async with web_server(transport, port), running(over(transport, port)) as [conn]:
         tools = await tools_of(conn)
+        assert list(tools) == ["echo", "picture", "both", "fail", "wait", "pid", "crash"]
         picture = await tools["picture"].execute({}, None)
         both = await tools["both"].execute({}, None)
         failed = await tools["fail"].execute({"reason": "bad input"}, None)
