@@ -24,6 +24,8 @@ bus message                                      ACP
                                                  when it never started)
 ``ToolCallUpdated`` cancelled                    ``tool_call_update`` failed when announced;
                                                  nothing for a call that never started
+(a shell command in the client's terminal,       ``tool_call_update`` with the terminal in its content,
+``terminal_attached``)                           kept first in every later update of the call
 ``SessionConfigured`` (mode changed)             ``current_mode_update`` and ``config_option_update``
                                                  (also when only the model changed)
 ``TurnStarted`` / ``TurnEnded``                  the ``session/prompt`` answer (``PromptDone``):
@@ -39,7 +41,8 @@ then the new attempt's text follows from its start.
 
 In replay mode (``session/load``) the same mapping runs over a recording: prompts become
 ``user_message_chunk``, nothing is asked or answered, and ``collapse_replay`` folds each
-call into one ``tool_call`` with its final state and joins streamed text.
+call into one ``tool_call`` with its final state and joins streamed text; for a session
+that runs nowhere any more, ``interrupted`` ends the calls it left unsettled.
 """
 
 from __future__ import annotations
