@@ -5,7 +5,8 @@ it; each session is the same set of actors a headless run starts
 (``actors.host.opening.open_session``), with this front end as its interactive client.
 Layers, h11-style: ``_rpc`` (framing, pure), ``_protocol`` (what we announce, parameter
 checks, pure), ``_present`` and ``_view`` (bus messages -> ACP updates, pure state
-machine), ``_session``, ``_bus_session`` and ``_server`` (the trio shells), ``_main`` (flags, the fast
+machine), ``_session``, ``_bus_session``, ``_terminal`` (the shell's commands in the
+client's ``terminal/*``) and ``_server`` (the trio shells), ``_main`` (flags, the fast
 ``initialize``). Importing this package loads nothing else: ``initialize`` is answered
 before trio and the actors are loaded.
 """

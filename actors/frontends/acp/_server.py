@@ -2,8 +2,10 @@
 
 Accepts: frames from the client (``_rpc.parse_frame``), one per line. Requests run in
 their own tasks (a long ``session/prompt`` never blocks a ``session/cancel`` or the
-answer to one of our requests); notifications are handled at once; answers to our
-requests (``session/request_permission``, ``fs/*``) wake their waiters.
+answer to one of our requests), each in a cancel scope that ``$/cancel_request`` cancels
+(-32800; a prompt ends ``cancelled`` instead); notifications are handled at once;
+answers to our requests (``session/request_permission``, ``fs/*``, ``terminal/*``) wake
+their waiters, and a request we stop waiting for is withdrawn with ``$/cancel_request``.
 Emits: every frame through one writer task, so lines are never interleaved and go out
 in the order they were produced.
 Owns: the connection state (client capabilities, the chosen auth method, our pending

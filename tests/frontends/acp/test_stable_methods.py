@@ -224,3 +224,33 @@ async def test_a_client_that_goes_away_mid_approval_loses_nothing(tmp_path: Path
         assert call["status"] == "failed"
         assert "session/request_permission" not in client.sequence()  # not asked again: it ended
         assert (await prompt(client, sid, "again"))["stopReason"] == "end_turn"
+
+
+async def test_cancel_request_stops_any_other_request_with_32800(tmp_path: Path, ws: Path) -> None:
+    script = fake_responses(tmp_path / "text.jsonl", text_chunks("hi"))
+    async with connected(options(tmp_path, script)) as (client, server):
+        await client.initialize()
+        started = trio.Event()
+
+        async def slow_listing(params: dict[str, Any]) -> Any:
+            started.set()
+            await trio.sleep_forever()  # a request that would not end by itself
+
+        server._methods["session/list"] = slow_listing
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                failures: list[RpcFailure] = []
+
+                async def listing() -> None:
+                    try:
+                        await client.call("session/list", {})
+                    except RpcFailure as exc:
+                        failures.append(exc)
+
+                nursery.start_soon(listing)
+                await started.wait()
+                (rid,) = client._waiting
+                await client.notify("$/cancel_request", {"requestId": rid})
+        assert [(f.code, f.error["message"]) for f in failures] == [(-32800, "Request cancelled")]
+        # The connection goes on.
+        assert (await client.call("session/new", {"cwd": str(ws), "mcpServers": []}))["sessionId"]
