@@ -3,7 +3,9 @@ sanitise, for running agentbus and Gemini CLI side by side on the same server.
 
 Tools: ``get weather`` (a space: text), ``résumé.lookup`` (non-ASCII: text), a name of
 70 characters (cut to 63 in the middle: text), ``fail-hard`` (an ``isError`` result)
-and ``tiny:image`` (an image).
+``tiny:image`` (an image), ``plan trip`` (a model argument: ``$defs`` and a nullable
+field), ``nothing`` (no content), ``forecast`` (structured content) and ``media``
+(audio, an embedded blob, a link with a title and a description).
 
 With ``--linger MARKER`` it stays a second after its stdin closes before exiting, and
 writes to MARKER how it ended: ``terminated`` (SIGTERM) or ``exited on its own``.
@@ -19,6 +21,13 @@ from pathlib import Path
 
 import mcp_types as types
 from mcp.server.mcpserver import MCPServer
+from pydantic import BaseModel
+
+
+class Trip(BaseModel):
+    city: str
+    nights: int | None = None
+
 
 LONG_NAME = "a_tool_whose_name_is_much_longer_than_the_sixty_three_characters_allowed"
 
@@ -47,6 +56,31 @@ def main() -> None:
         return [
             types.TextContent(type="text", text="Here is the picture:"),
             types.ImageContent(type="image", data="iVBORw0KGgo=", mime_type="image/png"),
+        ]
+
+    @server.tool(name="plan trip", description="Plans a trip.", structured_output=False)
+    def plan_trip(trip: Trip, budget: float | None = None) -> str:
+        return f"{trip.nights or 1} night(s) in {trip.city}" + (f" for {budget:g}" if budget is not None else "")
+
+    @server.tool(name="nothing", description="Returns no content.", structured_output=False)
+    def nothing() -> list[types.ContentBlock]:
+        return []
+
+    @server.tool(name="forecast", description="A structured forecast.", structured_output=True)
+    def forecast(city: str) -> dict[str, object]:
+        return {"city": city, "temperature": 21, "sky": "clear"}
+
+    @server.tool(name="media", description="Audio, a blob and a described link.", structured_output=False)
+    def media() -> list[types.ContentBlock]:
+        return [
+            types.AudioContent(type="audio", data="UklGRg==", mime_type="audio/wav"),
+            types.EmbeddedResource(
+                type="resource",
+                resource=types.BlobResourceContents(uri="file:///a.bin", blob="AAEC", mime_type="application/octet-stream"),
+            ),
+            types.ResourceLink(
+                type="resource_link", uri="https://example.com/r", name="r", title="The R", description="about r"
+            ),
         ]
 
     if "--linger" in sys.argv:

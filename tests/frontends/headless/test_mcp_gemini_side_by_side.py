@@ -2,8 +2,9 @@
 process talking to its own fake Gemini server over HTTP (agentbus's live backend: the
 google-genai SDK), with the same script of model answers. Scenarios: a trusted server
 (tests/fakes/mcp_names_server.py: tool names to sanitise, a text, an error and an image
-result, arguments that fail the schemas), the same server untrusted (headless: its tools
-not offered), and ``@modelcontextprotocol/server-everything`` when installed (annotated
+result, a schema with definitions and a nullable field, empty, structured and media
+content, arguments that fail the schemas), ``includeTools``/``excludeTools``, the same
+server untrusted (headless: its tools not offered), and ``@modelcontextprotocol/server-everything`` when installed (annotated
 content with an image, resource links, structured content, the server's own refusal).
 
 Compared, in ``-o text``, ``-o json`` and ``-o stream-json``: the tools declared to the
@@ -82,7 +83,10 @@ COUNT = ("countTokens", {"totalTokens": 12})
 """Both count the tokens of a function response holding media before sending it."""
 
 LONG = "mcp_names_a_tool_whose_name_is...sixty_three_characters_allowed"
-NAMES = ["mcp_names_get_weather", "mcp_names_r_sum_.lookup", LONG, "mcp_names_fail-hard", "mcp_names_tiny:image"]
+NAMES = [
+    "mcp_names_get_weather", "mcp_names_r_sum_.lookup", LONG, "mcp_names_fail-hard", "mcp_names_tiny:image",
+    "mcp_names_plan_trip", "mcp_names_nothing", "mcp_names_forecast", "mcp_names_media",
+]
 
 
 def names_server(*, trust: bool = True) -> dict[str, Any]:
@@ -120,11 +124,33 @@ SCENARIOS = {
                 ("mcp_names_get_weather", {}),
                 ("mcp_names_get_weather", {"city": 3}),
                 ("mcp_names_fail-hard", {"why": "x"}),
+                ("mcp_names_plan_trip", {"trip": {"city": "Rome", "nights": 2}, "budget": 300}),
+                ("mcp_names_nothing", {}),
+                ("mcp_names_forecast", {"city": "Oslo"}),
+                ("mcp_names_media", {}),
             ),
             COUNT,
             text("Paris is sunny; the lookup worked; four calls failed."),
         ],
         NAMES,
+    ),
+    # includeTools (also as "name(...)") and excludeTools, which wins over it. (Two servers
+    # whose names sanitise alike are not compared: which one Gemini keeps is a race.)
+    "filters": Scenario(
+        lambda: {
+            "a_b": {**names_server()["names"], "includeTools": ["get weather", "fail-hard(reason)", "media"]},
+            "zz": {**names_server()["names"], "excludeTools": ["get weather"], "includeTools": ["get weather", "forecast"]},
+        },
+        [
+            call(
+                ("mcp_a_b_get_weather", {"city": "Paris"}),
+                ("mcp_a_b_forecast", {"city": "Oslo"}),
+                ("mcp_zz_forecast", {"city": "Oslo"}),
+                ("mcp_zz_get_weather", {"city": "Oslo"}),
+            ),
+            text("Done."),
+        ],
+        ["mcp_a_b_get_weather", "mcp_a_b_fail-hard", "mcp_a_b_media", "mcp_zz_forecast"],
     ),
     "untrusted": Scenario(  # headless, an untrusted server's tools are not offered
         lambda: names_server(trust=False),
@@ -149,6 +175,7 @@ SCENARIOS = {
 }
 CASES = [
     *(("names-and-results", mode) for mode in MODES),
+    ("filters", "stream-json"),
     ("untrusted", "stream-json"),
     ("everything", "stream-json"),
 ]
