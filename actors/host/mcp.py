@@ -110,32 +110,44 @@ async def start_servers(
     for conn in connections:
         await nursery.start(conn.run)
     found = await discover(connections)
+    excluded_of = getattr(cfg.policy, "excluded_tools", None)
+
+    def offered(mine: dict[str, Any]) -> dict[str, Any]:
+        """A server's tools less those the settings or the policy do not offer (before
+        names are shared out, so that a tool not offered shadows no other)."""
+        mine = {n: t for n, t in mine.items() if not excluded_by_settings(t, cfg.env.settings)}
+        if excluded_of is None or not mine:
+            return mine
+        excluded = excluded_of(
+            mine,
+            approval_mode=cfg.approval_mode,
+            tool_annotations={n: t.policy_annotations for n, t in mine.items()},
+        )
+        return {n: t for n, t in mine.items() if n not in excluded}
+
     tools: dict[str, Any] = {}
     for d in sorted(found, key=lambda d: (d.connection.name.lower(), d.connection.name)):
         if d.error is not None:
             report(d.error)
             continue
         taken: list[str] = []
+        mine: dict[str, Any] = {}
         for definition in d.tools:
             name = mcp_tool_name(d.connection.name, str(definition.get("name")))
+            if name in mine:
+                taken.append(name)
+                continue
+            mine[name] = McpTool(name=name, connection=d.connection, definition=definition)
+        for name, tool in offered(mine).items():
             if name in cfg.tools or name in tools:
                 taken.append(name)
                 continue
-            tools[name] = McpTool(name=name, connection=d.connection, definition=definition)
+            tools[name] = tool
         if taken:
             report(
                 f"MCP server '{d.connection.name}': skipped {len(taken)} tool(s) whose names "
                 f"another server's or a built-in tool has: {', '.join(taken)}"
             )
-    tools = {n: t for n, t in tools.items() if not excluded_by_settings(t, cfg.env.settings)}
-    excluded_of = getattr(cfg.policy, "excluded_tools", None)
-    if excluded_of is not None and tools:
-        excluded = excluded_of(
-            tools,
-            approval_mode=cfg.approval_mode,
-            tool_annotations={n: t.policy_annotations for n, t in tools.items()},
-        )
-        tools = {n: t for n, t in tools.items() if n not in excluded}
     servers = SessionMcp(
         found,
         tools=tools,

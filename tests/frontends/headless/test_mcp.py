@@ -194,6 +194,21 @@ def test_tools_whose_names_another_server_has_are_skipped_in_one_line(tmp_path: 
     assert json.loads(done.stdout)["stats"]["tools"]["byName"]["mcp_a_b_echo"]["success"] == 1
 
 
+def test_a_tool_another_server_would_shadow_but_may_not_offer_is_the_offered_servers(tmp_path: Path) -> None:
+    """``a b`` sorts first, but headless its untrusted tools are not offered: the trusted
+    ``a_b``'s tools of the same names are the ones offered, without a line (they were
+    skipped for ``a b``'s, which were then dropped: no ``mcp_a_b_echo`` at all)."""
+    done = run(
+        tmp_path,
+        {"a_b": stdio_server(trust=True), "a b": stdio_server()},
+        call_response("mcp_a_b_echo", {"text": "hi"}),
+        text_response("Done."),
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert json.loads(done.stdout)["stats"]["tools"]["byName"]["mcp_a_b_echo"]["success"] == 1
+
+
 def test_ctrl_c_during_a_call_cancels_it_and_the_servers_process_ends_with_the_run(
     tmp_path: Path, backend: dict[str, str]
 ) -> None:
