@@ -16,8 +16,9 @@ as slash commands and the resources ``@<server>:<uri>`` reads, as Gemini CLI 0.6
   model as ``\\nContent from @<uri>:\\n`` and its text (binary contents as one line with
   their MIME type and size). A read that fails stops the prompt with one line, as in
   Gemini; so (unlike Gemini, which reads it as a file path) does a reference to a server
-  of the session that did not list the uri, or to a server the session does not have
-  (``name:scheme://...``), and a resource over ``MAX_RESOURCE_BYTES``.
+  of the session that did not list the uri, or, in a session with MCP servers, to a
+  server it does not have (``name:scheme://...``), and a resource over
+  ``MAX_RESOURCE_BYTES``.
 
 The session keeps one ``SessionMcp`` (``SessionAddresses.mcp``); it lives as long as the
 session's connections (``mcp.supervise_with_mcp``).
@@ -399,11 +400,14 @@ async def read_references(mcp: SessionMcp | None, references: Sequence[str]) -> 
     """The parts of each ``@`` reference (without ``@``) that names an MCP resource,
     read concurrently. Raises ``McpInputError`` for the first that fails, for a server
     of the session that did not list the uri, and for a resource-shaped reference
-    (``name:scheme://...``) to a server the session does not have."""
+    (``name:scheme://...``) to a server the session does not have (a session without
+    MCP servers reads every reference as a path, as Gemini CLI)."""
+    if mcp is None:
+        return {}
     targets: dict[str, tuple[str, str]] = {}
-    servers = mcp.server_names if mcp is not None else []
+    servers = mcp.server_names
     for ref in references:
-        found = mcp.resource(ref) if mcp is not None else None
+        found = mcp.resource(ref)
         if found is not None:
             targets[ref] = (found[0], str(found[1]["uri"]))
             continue
@@ -411,11 +415,11 @@ async def read_references(mcp: SessionMcp | None, references: Sequence[str]) -> 
         if colon and server in servers:
             raise McpInputError(f"@{ref}: MCP server '{server}' has no resource '{uri}' (/mcp lists its resources)")
         if _RESOURCE_SHAPED.match(ref):
-            have = f"its MCP servers: {', '.join(servers)}" if servers else "it has no MCP servers"
-            raise McpInputError(f"@{ref}: this session has no MCP server '{server}' ({have})")
+            raise McpInputError(
+                f"@{ref}: this session has no MCP server '{server}' (its MCP servers: {', '.join(servers)})"
+            )
     if not targets:
         return {}
-    assert mcp is not None
     results: dict[str, list[dict[str, Any]]] = {}
     errors: dict[str, str] = {}
 

@@ -17,6 +17,7 @@ from actors.host.mcp_session import (
     prompt_commands,
     prompt_help,
     prompt_text,
+    read_references,
     resource_parts,
 )
 
@@ -144,3 +145,7 @@ def test_resources_come_before_files_and_close_the_block_when_no_file_was_read(t
         {"text": "file a"},
         {"text": "\n--- End of content ---"},
     ]
+
+
+async def test_a_session_without_mcp_servers_reads_every_reference_as_a_path() -> None:
+    assert await read_references(None, ["docs:https://example.com/x", "srv:notes://n"]) == {}
