@@ -17,6 +17,7 @@ bench`` finds it, or the ACP kit's ``.npm-acp/gemini``).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -277,7 +278,11 @@ def stdout_of(mode: str, stdout: str) -> Any:
     if mode == "json":
         return _scrub(json.loads(stdout))
     ids: dict[str, str] = {}
-    return [_scrub(json.loads(line), ids) for line in stdout.splitlines() if line.strip()]
+    events = [_scrub(json.loads(line), ids) for line in stdout.splitlines() if line.strip()]
+    # Parallel calls finish in any order: a run of results is compared by call (as
+    # the conformance corpus' compare.py does).
+    runs = itertools.groupby(events, key=lambda e: e.get("type") == "tool_result")
+    return [e for is_result, run in runs for e in (sorted(run, key=lambda e: int(e["tool_id"][1:])) if is_result else run)]
 
 
 _TOKEN_COUNTS = {"tokens", "cached", "input"}
