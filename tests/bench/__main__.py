@@ -156,6 +156,7 @@ from tests.bench.bench_gateway import bench_gateway  # noqa: E402
 from tests.bench.bench_guards import BENCHMARKS as GUARDS  # noqa: E402
 from tests.bench.bench_hooks import bench_hooks  # noqa: E402
 from tests.bench.bench_long_session import BENCHMARKS as LONG  # noqa: E402
+from tests.bench.bench_mcp import BENCHMARKS as MCP  # noqa: E402
 from tests.bench.bench_recording import bench_recording  # noqa: E402
 from tests.bench.bench_scheduler import BENCHMARKS as SCHEDULER  # noqa: E402
 from tests.bench.bench_startup import BENCHMARKS as STARTUP  # noqa: E402
@@ -165,6 +166,7 @@ from tests.bench.bench_system import gemini_version  # noqa: E402
 EXTRA: list[Callable[[], None]] = [
     *STARTUP,
     *SCHEDULER,
+    *MCP,
     bench_hooks,
     bench_gateway,
     bench_recording,
