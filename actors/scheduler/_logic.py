@@ -85,18 +85,29 @@ def with_wait_for_previous(schema: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _VALIDATORS: dict[str, Any] = {}
+_BY_IDENTITY: dict[int, tuple[Mapping[str, Any], Any]] = {}
+"""Validators by their schema object, kept alive with it (so its id is not reused)."""
 
 
 def schema_error(schema: Mapping[str, Any], args: Any) -> str | None:
     """Validate ``args``; the first error worded as Gemini CLI's validator words it."""
     import json
 
-    key = json.dumps(schema, sort_keys=True, default=str)
-    validator = _VALIDATORS.get(key)
-    if validator is None:
-        import jsonschema  # imported on first use: it costs 30 ms at start-up
+    # By identity first (a tool's schema is one object for the session): the JSON key
+    # costs a tenth of an MCP call's way through the scheduler.
+    known = _BY_IDENTITY.get(id(schema))
+    if known is not None and known[0] is schema:
+        validator = known[1]
+    else:
+        key = json.dumps(schema, sort_keys=True, default=str)
+        validator = _VALIDATORS.get(key)
+        if validator is None:
+            import jsonschema  # imported on first use: it costs 30 ms at start-up
 
-        validator = _VALIDATORS[key] = jsonschema.Draft202012Validator(with_wait_for_previous(schema))
+            validator = _VALIDATORS[key] = jsonschema.Draft202012Validator(with_wait_for_previous(schema))
+        if len(_BY_IDENTITY) >= 4096:
+            _BY_IDENTITY.clear()
+        _BY_IDENTITY[id(schema)] = (schema, validator)
     errors = sorted(validator.iter_errors(args), key=lambda e: (len(e.path), str(e.path)))
     if not errors:
         return None
