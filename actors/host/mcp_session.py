@@ -355,6 +355,15 @@ class SessionMcp:
 
     # -- the state, for /mcp -----------------------------------------------------------------
 
+    def _why(self, name: str, state: McpServerState) -> str:
+        """What was last reported about a server that is not connected; a server that
+        has just gone away may not have been reported yet (its stream still closing)."""
+        line = self.last_error.get(name, "")
+        if not line and state == "disconnected":
+            where = self._found[name].connection.params.where()
+            line = f"MCP server '{name}' disconnected ({where}); its next call reconnects."
+        return line
+
     def summaries(self) -> tuple[McpServerSummary, ...]:
         out: list[McpServerSummary] = []
         for name, d in self._found.items():
@@ -365,7 +374,7 @@ class SessionMcp:
                 McpServerSummary(
                     name=name,
                     state=state,
-                    error="" if state == "connected" else self.last_error.get(name, ""),
+                    error="" if state == "connected" else self._why(name, state),
                     description=self._descriptions.get(name, ""),
                     tools=tuple(
                         McpToolSummary(name=t.name, description=t.description, schema=t.schema) for t in tools

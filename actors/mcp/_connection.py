@@ -143,7 +143,9 @@ class McpConnection:
 
     @property
     def connected(self) -> bool:
-        return self._session is not None
+        """A session is held and its server has not gone away (its stream may still be
+        closing: a server that went away is not connected from that moment)."""
+        return self._session is not None and not self._closed.is_set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Hold the server's connections until cancelled (the session's end)."""

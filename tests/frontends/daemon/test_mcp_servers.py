@@ -17,6 +17,7 @@ from actors.frontends.daemon.client import DaemonError
 from actors.recording import load_recording
 from bus.messages import GenerateRequest, TurnEnded
 from tests.frontends.daemon._helpers import (
+    call_response,
     client_of,
     events_until,
     running_daemon,
@@ -103,3 +104,24 @@ async def test_a_prompt_command_and_a_resource_reach_the_model_and_bad_ones_are_
         "buy milk",
         "\n--- End of content ---",
     ]
+
+
+async def test_a_server_that_went_away_is_listed_disconnected_with_the_line_that_said_so(home: Path) -> None:
+    servers = {"fake": {"command": sys.executable, "args": [str(FAKES / "mcp_server.py")], "trust": True}}
+    (home / "ws" / ".gemini").mkdir()
+    (home / "ws" / ".gemini" / "settings.json").write_text(json.dumps({"mcpServers": servers}))
+    fake = write_responses(home / "f.responses", call_response("mcp_fake_crash", {}), text_response("gone"))
+    with trio.fail_after(30):
+        async with running_daemon(home), client_of(home) as client:
+            ready = await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")
+            sid = ready.session_id
+            [before] = (await client.list_mcp_servers(sid)).servers
+            await client.subscribe(sid, from_seq=1)
+            await client.prompt(sid, "crash it")
+            await events_until(client)
+            [after] = (await client.list_mcp_servers(sid)).servers
+    assert (before.state, before.error, len(before.tools)) == ("connected", "", 7)
+    assert after.state == "disconnected"
+    assert after.error.startswith("MCP server 'fake' disconnected (")
+    assert after.error.endswith("its next call reconnects.")
+    assert len(after.tools) == 7
