@@ -1,7 +1,7 @@
 """Whole sessions under explored schedules: DESIGN §5's seven invariants, on every example.
 
 hypothesis generates a session (what the model says, what the tools do, what the
-client does; see ``_explore.Session``) and drives trio's scheduler through
+client does; see ``actors.frontends.explore.Session``) and drives trio's scheduler through
 ``seed=st.random_module()`` on a fresh ``MockClock``. Each example runs the real
 actors wired by ``runtime.supervise_session``, replays its recording, and is checked
 against all seven invariants; a failure shrinks to a readable session, and hypothesis
@@ -22,8 +22,7 @@ from hypothesis import Phase, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import FlakyFailure
 
-from bus.planted import SWITCHES, planting
-from tests.system._explore import (
+from actors.frontends.explore import (
     FIXED_RUNTIME_BUGS,
     KNOWN_RUNTIME_BUGS,
     Call,
@@ -39,6 +38,7 @@ from tests.system._explore import (
     run_session,
     sessions,
 )
+from bus.planted import SWITCHES, planting
 
 ROOT = Path(__file__).resolve().parents[2]
 

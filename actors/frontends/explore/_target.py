@@ -10,7 +10,9 @@ workspace its tools run in (copied for every run; the original is never touched)
 - a **scenario folder** (``scenario.json``, see ``scenarios/README.md``): its fixture(s),
   the turns of all its processes in one session, their approvals and ``cancel_when``;
   a ``workspace`` it names must exist;
-- a **fake-responses file** (with ``-p PROMPT``): Gemini CLI's format, one prompt.
+- a **fake-responses file** (with ``-p PROMPT``): Gemini CLI's format, one prompt, in
+  yolo mode; the workspace is ``--workspace`` (else an empty folder: the current one
+  is not copied, it may be large).
 """
 
 from __future__ import annotations
@@ -100,7 +102,12 @@ def load_target(
         if prompt is None:
             raise ExploreInputError(f"{path}: a fake-responses file needs the prompt (-p PROMPT)")
         target = Target(
-            name=path.stem, kind=kind, entries=tuple(_fake(path)), prompts=(prompt,), approval_mode="yolo"
+            name=path.stem,
+            kind=kind,
+            entries=tuple(_fake(path)),
+            prompts=(prompt,),
+            approval_mode="yolo",
+            notes=() if workspace is not None else ("tools run in an empty folder (--workspace DIR gives one)",),
         )
     else:
         target = _recording(path)

@@ -170,3 +170,14 @@ def test_a_recording_is_explored(tmp_path: Path, capsys: pytest.CaptureFixture[s
     said = capsys.readouterr().out
     assert status == 0, said
     assert "10 run(s)" in said
+
+
+def test_a_fake_responses_file_is_explored_in_the_given_workspace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [str(JOIN / "fake.responses"), "-p", "Join a.txt and b.txt into c.txt.", "--examples", "10", "--seed", "4"]
+    status = main([*args, "--workspace", str(JOIN / "workspace"), "--invariant", f"{INVARIANTS}:joined_file_is_whole"])
+    said = capsys.readouterr().out
+    assert status == 0, said
+    assert "10 run(s)" in said and "note:" not in said
+    assert sorted(p.name for p in (JOIN / "workspace").iterdir()) == ["a.txt", "b.txt"]  # only copies were touched
