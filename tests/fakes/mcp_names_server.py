@@ -5,7 +5,8 @@ Tools: ``get weather`` (a space: text), ``résumé.lookup`` (non-ASCII: text), a
 70 characters (cut to 63 in the middle: text), ``fail-hard`` (an ``isError`` result)
 ``tiny:image`` (an image), ``plan trip`` (a model argument: ``$defs`` and a nullable
 field), ``nothing`` (no content), ``forecast`` (structured content) and ``media``
-(audio, an embedded blob, a link with a title and a description).
+(audio, an embedded blob, a link with a title and a description), ``variable`` (one of
+its environment variables).
 
 With ``--linger MARKER`` it stays a second after its stdin closes before exiting, and
 writes to MARKER how it ended: ``terminated`` (SIGTERM) or ``exited on its own``.
@@ -82,6 +83,10 @@ def main() -> None:
                 type="resource_link", uri="https://example.com/r", name="r", title="The R", description="about r"
             ),
         ]
+
+    @server.tool(name="variable", description="An environment variable of the server.", structured_output=False)
+    def variable(name: str) -> str:
+        return f"{name}={os.environ.get(name, '(unset)')}"
 
     if "--linger" in sys.argv:
         marker = Path(sys.argv[sys.argv.index("--linger") + 1])

@@ -352,6 +352,9 @@ def run_headless(args: HeadlessArgs, settings: Mapping[str, Any]) -> int:
         configured = _settings.get(settings, "output.format")
         args.output_format = configured if configured in ("text", "json", "stream-json") else "text"
     fmt = args.output_format
+    if args.skip_trust:
+        # As Gemini CLI: its processes (shell commands, hooks, MCP servers) inherit it.
+        os.environ["GEMINI_CLI_TRUST_WORKSPACE"] = "true"
     try:
         prepared = prepare(args, settings, stdin_text=read_stdin())
     except FatalError as exc:

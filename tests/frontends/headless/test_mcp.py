@@ -209,6 +209,21 @@ def test_a_tool_another_server_would_shadow_but_may_not_offer_is_the_offered_ser
     assert json.loads(done.stdout)["stats"]["tools"]["byName"]["mcp_a_b_echo"]["success"] == 1
 
 
+def test_skip_trust_is_passed_on_to_the_servers_environment_as_gemini_cli_does(tmp_path: Path) -> None:
+    """``--skip-trust`` sets ``GEMINI_CLI_TRUST_WORKSPACE=true`` for the run's processes."""
+    names = {"command": sys.executable, "args": [str(Path(SERVER).with_name("mcp_names_server.py"))], "trust": True}
+    done = run(
+        tmp_path,
+        {"names": names},
+        call_response("mcp_names_variable", {"name": "GEMINI_CLI_TRUST_WORKSPACE"}),
+        text_response("Done."),
+        flags=("--skip-trust",),
+    )
+    assert done.returncode == 0, done.stderr
+    [response] = [p["functionResponse"] for p in model_requests(tmp_path)[1].contents[-1]["parts"]]
+    assert response["response"] == {"output": "<untrusted_context>\nGEMINI_CLI_TRUST_WORKSPACE=true\n</untrusted_context>"}
+
+
 def test_ctrl_c_during_a_call_cancels_it_and_the_servers_process_ends_with_the_run(
     tmp_path: Path, backend: dict[str, str]
 ) -> None:

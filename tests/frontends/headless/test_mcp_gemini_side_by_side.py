@@ -86,7 +86,7 @@ COUNT = ("countTokens", {"totalTokens": 12})
 LONG = "mcp_names_a_tool_whose_name_is...sixty_three_characters_allowed"
 NAMES = [
     "mcp_names_get_weather", "mcp_names_r_sum_.lookup", LONG, "mcp_names_fail-hard", "mcp_names_tiny:image",
-    "mcp_names_plan_trip", "mcp_names_nothing", "mcp_names_forecast", "mcp_names_media",
+    "mcp_names_plan_trip", "mcp_names_nothing", "mcp_names_forecast", "mcp_names_media", "mcp_names_variable",
 ]
 
 
@@ -129,6 +129,10 @@ SCENARIOS = {
                 ("mcp_names_nothing", {}),
                 ("mcp_names_forecast", {"city": "Oslo"}),
                 ("mcp_names_media", {}),
+                # what the server's environment has of its client's
+                ("mcp_names_variable", {"name": "GEMINI_CLI"}),
+                ("mcp_names_variable", {"name": "GEMINI_CLI_TRUST_WORKSPACE"}),
+                ("mcp_names_variable", {"name": "GEMINI_API_KEY"}),
             ),
             COUNT,
             text("Paris is sunny; the lookup worked; four calls failed."),
