@@ -139,3 +139,79 @@ def test_a_session_killed_mid_turn_is_loaded_and_resumed_by_a_new_process(tmp_pa
         assert "agent_message_chunk" in resumed.kinds()
 
     asyncio.run(asyncio.wait_for(scenario(), TIMEOUT_S))
+
+
+def test_attached_sessions_through_the_sdk_outlive_a_killed_front_end(tmp_path: Path) -> None:
+    """``agentbus acp --attach`` (the daemon started on demand, a real process): the
+    front end is killed in the middle of a turn; the turn goes on in the daemon, a new
+    front end loads the session and sees it finish; config options, resume, close and
+    delete through the SDK's own calls."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    pid_file, gate = ws / "shell.pid", ws / "gate"
+    os.mkfifo(pid_file)
+    os.mkfifo(gate)
+    script = fake_responses(
+        tmp_path / "attached.jsonl",
+        call_chunks(("run_shell_command", {"command": "echo $$ > shell.pid; cat gate; echo through", "description": "wait"})),
+        text_chunks("Done."),
+        text_chunks("Resumed."),
+    )
+    env = {**_env(tmp_path), "AGENTBUS_RUNTIME_DIR": str(tmp_path / "run")}
+
+    @contextlib.asynccontextmanager
+    async def front_end(editor: Editor, *fake: str) -> AsyncIterator[tuple[Any, Any]]:
+        """``fake``: the model file of the sessions it creates (one it loads keeps its own)."""
+        args = ["-m", "actors.frontends", "acp", "--attach", "-m", MODEL, "-y", *fake]
+        async with acp.spawn_agent_process(editor, sys.executable, *args, env=env, cwd=tmp_path) as (conn, proc):
+            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+            yield conn, proc
+
+    async def scenario() -> None:
+        first = Editor()
+        async with front_end(first, "--fake-responses", str(script)) as (conn, proc):
+            created = await conn.new_session(cwd=str(ws), mcp_servers=[])
+            sid = created.session_id
+            turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[acp.text_block("wait")]))
+            await editor_sees(first, "tool_call")
+            await asyncio.to_thread(pid_file.read_text)  # the daemon's shell runs the command
+            proc.kill()
+            await proc.wait()
+            turn.cancel()
+            with contextlib.suppress(BaseException):
+                await turn
+        second = Editor()
+        async with front_end(second) as (conn, _):
+            loaded = await conn.load_session(cwd=str(ws), session_id=sid, mcp_servers=[])
+            assert loaded.modes is not None and loaded.modes.current_mode_id == "yolo"
+            assert second.kinds()[0] == "user_message_chunk"
+            await asyncio.to_thread(gate.write_text, "go\n")  # the command may end now
+            done = await second.wait_for(lambda u: u.session_update == "agent_message_chunk")
+            assert done.content.text == "Done."
+            await conn.close_session(session_id=sid)
+        third = Editor()
+        async with front_end(third) as (conn, _):
+            await conn.resume_session(session_id=sid, cwd=str(ws), mcp_servers=[])
+            assert "user_message_chunk" not in third.kinds()
+            answer = await conn.prompt(session_id=sid, prompt=[acp.text_block("again")])
+            assert answer.stop_reason == "end_turn"
+            # (A mode change restarts the daemon's session: its fake model file too.)
+            changed = await conn.set_config_option(session_id=sid, config_id="mode", value="autoEdit")
+            assert {o.id: o.current_value for o in changed.config_options}["mode"] == "autoEdit"
+            listed = await conn.list_sessions(cwd=str(ws))
+            assert [s.session_id for s in listed.sessions] == [sid]
+            # SDK 0.12.1 has no call for session/delete (stable since schema 1.x): raw.
+            assert await conn._conn.send_request("session/delete", {"sessionId": sid}) == {}
+            assert (await conn.list_sessions(cwd=str(ws))).sessions == []
+
+    async def editor_sees(editor: Editor, kind: str) -> None:
+        await editor.wait_for(lambda u: u.session_update == kind)
+
+    try:
+        asyncio.run(asyncio.wait_for(scenario(), TIMEOUT_S))
+    finally:
+        import subprocess
+
+        subprocess.run(
+            [sys.executable, "-m", "actors.frontends", "daemon", "stop"], env=env, capture_output=True, timeout=30, check=False
+        )
