@@ -34,6 +34,7 @@ import trio
 from actors.gateway import FakeEntry
 from tests.fakes.gemini_server import FakeGeminiServer, RecordedRequest
 from tests.fakes.mcp_everything import INSTALL, REQUIRED, find_everything
+from tests.mcp.test_transports import free_port, web_server
 
 ROOT = Path(__file__).resolve().parents[3]
 AGENTBUS = Path(sys.executable).with_name("agentbus")
@@ -190,13 +191,13 @@ def settings(scenario: Scenario) -> dict[str, Any]:
     return {"mcpServers": scenario.servers(), "security": {"auth": {"selectedType": "gemini-api-key"}}}
 
 
-async def run(program: list[str], tmp: Path, scenario: str, mode: str) -> tuple[str, list[RecordedRequest]]:
+async def run(program: list[str], tmp: Path, scenario: Scenario, mode: str) -> tuple[str, list[RecordedRequest]]:
     """One headless run of ``program`` against its own fake Gemini server."""
     home, ws = tmp / "home", tmp / "ws"
     (home / ".gemini").mkdir(parents=True)
-    (home / ".gemini" / "settings.json").write_text(json.dumps(settings(SCENARIOS[scenario])))
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings(scenario)))
     ws.mkdir()
-    server = FakeGeminiServer([FakeEntry(method, response, i) for i, (method, response) in enumerate(SCENARIOS[scenario].script)])
+    server = FakeGeminiServer([FakeEntry(method, response, i) for i, (method, response) in enumerate(scenario.script)])
     async with trio.open_nursery() as nursery:
         await nursery.start(server.run)
         env = {
@@ -310,10 +311,10 @@ def _scrub(value: Any, ids: dict[str, str] | None = None) -> Any:
     return value
 
 
-@pytest.mark.parametrize(("scenario", "mode"), CASES)
-async def test_same_tools_results_and_output_as_gemini_cli(scenario: str, mode: str, tmp_path: Path) -> None:
+async def compare(scenario: Scenario, mode: str, tmp_path: Path) -> None:
+    """Run both on ``scenario`` at once; what the model got and stdout must be the same."""
     gemini = gemini_cli()
-    settings(SCENARIOS[scenario])  # skips here when its server is missing
+    settings(scenario)  # skips here when its server is missing
     results: dict[str, tuple[str, list[RecordedRequest]]] = {}
 
     async def one(name: str, program: list[str]) -> None:
@@ -325,7 +326,33 @@ async def test_same_tools_results_and_output_as_gemini_cli(scenario: str, mode: 
     (their_out, their_requests), (our_out, our_requests) = results["gemini"], results["agentbus"]
     theirs = model_side(their_requests)
     declared = [d["name"] for d in theirs[0]["mcp_tools"]]
-    assert set(SCENARIOS[scenario].declared) <= set(declared) and bool(declared) == bool(SCENARIOS[scenario].declared)
+    assert set(scenario.declared) <= set(declared) and bool(declared) == bool(scenario.declared)
     assert model_side(our_requests) == theirs
     assert stdout_of(mode, our_out) == stdout_of(mode, their_out)
 
+
+@pytest.mark.parametrize(("scenario", "mode"), CASES)
+async def test_same_tools_results_and_output_as_gemini_cli(scenario: str, mode: str, tmp_path: Path) -> None:
+    await compare(SCENARIOS[scenario], mode, tmp_path)
+
+
+@pytest.mark.filterwarnings("ignore:Async generator 'httpcore2\\.:ResourceWarning")
+async def test_remote_servers_over_streamable_http_sse_and_a_url_without_type(tmp_path: Path) -> None:
+    """The SDK's server (tests/fakes/mcp_server.py) over ``httpUrl``, ``url`` with
+    ``type: sse``, and ``url`` alone (Gemini tries streamable HTTP, then SSE)."""
+    http, sse = free_port(), free_port()
+    async with web_server("http", http), web_server("sse", sse):
+        remote = Scenario(
+            lambda: {
+                "h": {"httpUrl": f"http://127.0.0.1:{http}/mcp", "trust": True},
+                "s": {"url": f"http://127.0.0.1:{sse}/sse", "type": "sse", "trust": True},
+                "u": {"url": f"http://127.0.0.1:{sse}/sse", "trust": True},
+            },
+            [
+                call(("mcp_h_both", {}), ("mcp_s_echo", {"text": "x"}), ("mcp_u_fail", {"reason": "r"}), ("mcp_h_picture", {})),
+                COUNT,
+                text("Done."),
+            ],
+            ["mcp_h_both", "mcp_s_echo", "mcp_u_fail"],
+        )
+        await compare(remote, "stream-json", tmp_path)
