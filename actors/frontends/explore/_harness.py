@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import attrs
 import trio
@@ -159,6 +159,20 @@ class Spans:
         span.end_t, span.end_seq, span.how = self.now(), self.bus.next_seq(SID), how
 
 
+async def fail(emit: Callable[[Any], Any], status: int | None, *, midstream: bool) -> NoReturn:
+    """An API fault as the live backend reports it: HTTP ``status`` (None: a network
+    error), at connect or (``midstream``) after a first chunk."""
+    if midstream:
+        await emit({"candidates": [{"content": {"role": "model", "parts": [{"text": "partial"}]}}]})
+    raise BackendError(
+        f"fault {status}" if status is not None else "fetch failed",
+        status=status,
+        http_status=status,
+        network_code=None if status is not None else "ECONNRESET",
+        phase="stream" if midstream else "connect",
+    )
+
+
 class ScriptedBackend:
     """Plays the model script to the real gateway actor (which does the retries). The
     fake-responses format has no faults, hence this backend."""
@@ -175,16 +189,7 @@ class ScriptedBackend:
                 raise BackendError(f"No more mock responses for {request.method}")
             kind, payload = self.steps.pop(0)
             if kind == "fault":
-                if payload.midstream:
-                    await emit({"candidates": [{"content": {"role": "model", "parts": [{"text": "partial"}]}}]})
-                status = payload.status
-                raise BackendError(
-                    f"fault {status}" if status is not None else "fetch failed",
-                    status=status,
-                    http_status=status,
-                    network_code=None if status is not None else "ECONNRESET",
-                    phase="stream" if payload.midstream else "connect",
-                )
+                await fail(emit, payload.status, midstream=payload.midstream)
             chunk_list, delay_ms = payload
             for i, chunk in enumerate(chunk_list):
                 if i and delay_ms:

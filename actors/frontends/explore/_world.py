@@ -36,6 +36,7 @@ from actors.frontends.explore._harness import (
     Spans,
     World,
     execute,
+    fail,
     kill,
     scratch_dir,
     spawn,
@@ -183,16 +184,7 @@ class PerturbedBackend:
             self.attempts += 1
             fault = self.faults.get(self.attempts)
             if fault is not None:
-                if fault.midstream:
-                    await emit({"candidates": [{"content": {"role": "model", "parts": [{"text": "partial"}]}}]})
-                status = fault.status
-                raise BackendError(
-                    f"fault {status}" if status is not None else "fetch failed",
-                    status=status,
-                    http_status=status,
-                    network_code=None if status is not None else "ECONNRESET",
-                    phase="stream" if fault.midstream else "connect",
-                )
+                await fail(emit, fault.status, midstream=fault.midstream)
             sent = 0
 
             async def paced(chunk: Any) -> None:
