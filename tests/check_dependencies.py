@@ -52,6 +52,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "actors.frontends.headless",
             "actors.frontends.replay",
             "actors.frontends.tool",
+            "actors.frontends.web",
             # The entry point: dispatches to the front ends above.
             "actors.frontends",
         ),

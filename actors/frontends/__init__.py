@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-SUBCOMMANDS = ("daemon", "chat", "acp", "replay", "explore", "tool", "agents", "mcp")
+SUBCOMMANDS = ("daemon", "chat", "acp", "replay", "explore", "tool", "agents", "mcp", "web")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -39,6 +39,10 @@ def _dispatch(args: list[str]) -> int:
         from actors.frontends.chat import main as chat_main
 
         return chat_main(args[1:])
+    if args and args[0] == "web":
+        from actors.frontends.web import main as web_main
+
+        return web_main(args[1:])
     if args and args[0] == "acp":
         from actors.frontends.acp import main as acp_main
 

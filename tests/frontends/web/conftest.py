@@ -1,0 +1,3 @@
+from tests.frontends.daemon._helpers import home
+
+__all__ = ["home"]
