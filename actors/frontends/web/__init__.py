@@ -37,7 +37,7 @@ from actors.host.errors import DAEMON_EXIT_CODES
 from actors.host.flags import APPROVAL_MODES
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="agentbus web",
         description="Follow and steer the daemon's sessions in a browser (a page on 127.0.0.1 with a token).",
@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str]) -> int:
-    args = _parser().parse_args(list(argv))
+    args = build_parser().parse_args(list(argv))
     if not 0 <= args.port <= 65535:
         sys.stderr.write(f"agentbus web: --port {args.port} is not a port (0..65535)\n")
         return 2
@@ -94,4 +94,4 @@ async def _serve(app: WebApp, port: int, *, task_status: trio.TaskStatus[Serving
     await serve(app, port=port, task_status=task_status)
 
 
-__all__ = ["BridgeOptions", "Serving", "WebApp", "main", "new_token", "run_bridge", "serve"]
+__all__ = ["BridgeOptions", "Serving", "WebApp", "build_parser", "main", "new_token", "run_bridge", "serve"]

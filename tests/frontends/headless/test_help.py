@@ -19,6 +19,7 @@ from actors.frontends.explore import build_parser as explore_parser
 from actors.frontends.mcp import build_parser as mcp_parser
 from actors.frontends.replay import build_parser as replay_parser
 from actors.frontends.tool import build_parser as tool_parser
+from actors.frontends.web import build_parser as web_parser
 from actors.host.args import build_parser as headless_parser
 
 README = Path(__file__).resolve().parents[3] / "README.md"
@@ -33,6 +34,7 @@ PARSERS: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "agentbus tool": tool_parser,
     "agentbus agents": agents_parser,
     "agentbus mcp": mcp_parser,
+    "agentbus web": web_parser,
 }
 
 # Flags whose values come from a fixed set: argparse must refuse anything else.
