@@ -70,7 +70,7 @@ from actors.frontends.explore._script import (
     When,
     sessions,
 )
-from actors.frontends.explore._target import ExploreInputError, Target, load_target
+from actors.frontends.explore._target import ExploreInputError, StandIn, Target, load_target
 from actors.frontends.explore._world import (
     TargetRun,
     UserInvariant,
@@ -86,6 +86,7 @@ __all__ = [
     "ExploreInputError",
     "Exploration",
     "Perturbation",
+    "StandIn",
     "Target",
     "TargetRun",
     "ToolTwist",

@@ -31,6 +31,7 @@ from actors.gateway import FakeEntry, FakeResponsesError, load_fake_responses
 from actors.host.args import parse_headless
 from actors.host.errors import UsageError
 from actors.recording import RecordingError, load_recording
+from actors.tools import builtin_tools
 from bus.json_values import thaw
 from bus.messages import (
     ApprovalAnswered,
@@ -41,8 +42,22 @@ from bus.messages import (
     ModelFinished,
     ModelRetrying,
     OpenSession,
+    RunHooks,
+    RunTool,
     SubmitPrompt,
+    ToolFinished,
+    ToolResult,
 )
+
+
+@attrs.frozen
+class StandIn:
+    """A recorded stand-in for a tool: its declaration as the model saw it, and the
+    results its calls had, in order."""
+
+    name: str
+    declaration: Any
+    results: tuple[ToolResult, ...]
 
 
 class ExploreInputError(Exception):
@@ -71,6 +86,9 @@ class Target:
     settings: Any = attrs.field(factory=dict)
     notes: tuple[str, ...] = ()
     """What the user should know about how the target is run (stand-ins, a missing workspace)."""
+    standins: tuple[StandIn, ...] = ()
+    """Tools the recording ran that this build does not register (an MCP server's):
+    explored runs answer them from the recording."""
 
     @property
     def calls(self) -> tuple[str, ...]:
@@ -199,6 +217,9 @@ def _recording(path: Path) -> Target:
     prompts: list[str] = []
     answers: list[str] = []
     cancels = 0
+    hooks = 0
+    running: dict[str, str] = {}
+    results: dict[str, list[ToolResult]] = {}
     for env in recording.envelopes:
         msg = env.message
         match msg:
@@ -220,6 +241,12 @@ def _recording(path: Path) -> Target:
                 answers.append(msg.outcome)
             case CancelTurn() if (env.recipient or "").startswith("session:"):
                 cancels += 1
+            case RunTool():
+                running[msg.call_id] = msg.name
+            case ToolFinished() if msg.call_id in running:
+                results.setdefault(running.pop(msg.call_id), []).append(msg.result)
+            case RunHooks():
+                hooks += 1
             case _:
                 pass
     entries = []
@@ -241,6 +268,13 @@ def _recording(path: Path) -> Target:
         notes.append(f"the recorded workspace {recorded} is gone: tools run in an empty folder (--workspace DIR gives one)")
     if cancels:
         notes.append(f"the recording's {cancels} cancel(s) are left to the explorer's cancels")
+    if hooks:
+        notes.append("the recording ran hooks: explored runs leave them out (not supported yet)")
+    model = opened.model if opened is not None else str(meta.get("model", "gemini-2.5-flash"))
+    standins = _standins(results, [req for req, _, _ in requests.values()], model)
+    if standins:
+        names = ", ".join(t.name for t in standins)
+        notes.append(f"{names}: not tools of this build (an MCP server's?); run as recorded stand-ins (results from the recording)")
     return Target(
         name=path.stem,
         kind="recording",
@@ -248,8 +282,24 @@ def _recording(path: Path) -> Target:
         prompts=tuple(prompts),
         answers=tuple(answers),
         workspace=workspace,
-        model=opened.model if opened is not None else str(meta.get("model", "gemini-2.5-flash")),
+        model=model,
         approval_mode=opened.approval_mode if opened is not None else str(meta.get("approval_mode", "default")),
         interactive=bool(meta.get("interactive", False)),
         notes=tuple(notes),
+        standins=standins,
+    )
+
+
+def _standins(
+    results: dict[str, list[ToolResult]], requests: Sequence[GenerateRequest], model: str
+) -> tuple[StandIn, ...]:
+    builtin = {t.name for t in builtin_tools(model, agents=True)}
+    declared: dict[str, Any] = {}
+    for req in requests:
+        for group in thaw(req.config).get("tools") or ():
+            for decl in (group or {}).get("functionDeclarations") or () if isinstance(group, dict) else ():
+                if isinstance(decl, dict) and isinstance(decl.get("name"), str):
+                    declared.setdefault(decl["name"], decl)
+    return tuple(
+        StandIn(name, declared.get(name), tuple(found)) for name, found in results.items() if name not in builtin
     )

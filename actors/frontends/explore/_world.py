@@ -43,7 +43,7 @@ from actors.frontends.explore._harness import (
 )
 from actors.frontends.explore._invariants import Violation, check
 from actors.frontends.explore._perturb import Perturbation, ToolTwist
-from actors.frontends.explore._target import ExploreInputError, Target
+from actors.frontends.explore._target import ExploreInputError, StandIn, Target
 from actors.gateway import GATEWAY_ADDRESS, BackendError, FakeResponsesBackend
 from actors.host import runtime
 from actors.host.context import session_context
@@ -165,6 +165,34 @@ class PerturbedTool:
             await close(env)
 
 
+class RecordedStandIn:
+    """A tool this build does not have (an MCP server's in the recording): described as
+    the model saw it, each call answered with the next recorded result (then an error)."""
+
+    def __init__(self, standin: StandIn) -> None:
+        self.name = standin.name
+        self.display_name = standin.name
+        self.kind = "other"
+        self._declaration = standin.declaration
+        self._results = list(standin.results)
+
+    def declaration(self, model: str) -> dict[str, Any]:
+        if isinstance(self._declaration, Mapping):
+            return dict(self._declaration)
+        return {"name": self.name, "description": "", "parametersJsonSchema": {"type": "object"}}
+
+    def describe(self, args: Mapping[str, Any], env: ToolEnv) -> str:
+        return self.name
+
+    def validate(self, args: Mapping[str, Any], env: ToolEnv) -> str | None:
+        return None
+
+    async def execute(self, args: Mapping[str, Any], env: ToolEnv, output: OutputSink | None = None) -> ToolResult:
+        if not self._results:
+            return ToolResult(error_type="execution_failed", error_message=f"{self.name}: the recording has no more results")
+        return self._results.pop(0)
+
+
 class PerturbedBackend:
     """The target's model answers in strict order (Gemini CLI's fake-responses rules),
     with the perturbation's faults and chunk timing."""
@@ -221,7 +249,9 @@ def target_world(
         known_tools=tuple(all_tools),
     )
     excluded = policy.excluded_tools(all_tools, approval_mode=approval)
-    tools = {n: t for n, t in all_tools.items() if n not in excluded}
+    tools: dict[str, Any] = {n: t for n, t in all_tools.items() if n not in excluded}
+    for standin in target.standins:
+        tools[standin.name] = RecordedStandIn(standin)
     twists = {(t.tool, t.nth): t for t in perturbation.tools}
     counts: dict[str, int] = {}
     wrapped = {n: PerturbedTool(t, twists, counts, run.tools, run.procs, speed) for n, t in tools.items()}

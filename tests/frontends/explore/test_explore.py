@@ -181,3 +181,40 @@ def test_a_fake_responses_file_is_explored_in_the_given_workspace(
     assert status == 0, said
     assert "10 run(s)" in said and "note:" not in said
     assert sorted(p.name for p in (JOIN / "workspace").iterdir()) == ["a.txt", "b.txt"]  # only copies were touched
+
+
+def test_tools_this_build_lacks_run_as_recorded_stand_ins(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An MCP server's tool in a recording: explored runs answer it from the recording, and say so."""
+    from actors.frontends.explore import StandIn, Target
+    from actors.gateway import FakeEntry
+    from bus.messages import ToolResult
+
+    def reply(*parts: object) -> FakeEntry:
+        chunk = {"candidates": [{"content": {"role": "model", "parts": list(parts)}, "finishReason": "STOP"}]}
+        return FakeEntry("generateContentStream", [chunk], 0)
+
+    echo = {"name": "echo__say", "description": "Echo (MCP)", "parametersJsonSchema": {"type": "object"}}
+    first = Target(
+        name="mcp",
+        kind="fake-responses",
+        entries=(reply({"functionCall": {"name": "echo__say", "args": {"text": "hi"}}}), reply({"text": "Said."})),
+        prompts=("Say hi.",),
+        approval_mode="yolo",
+        standins=(StandIn("echo__say", echo, (ToolResult(llm_content="hi (echoed)"),)),),
+    )
+    kept = tmp_path / "mcp.jsonl"
+    # A user invariant that always fails keeps the run's recording.
+    run = run_target(first, Perturbation(), invariants=[("keep", lambda r: "keep it")], keep_recording=kept)
+    assert run.violations == [], run.problems()
+    results = [m.result for m in (e.message for e in run.run.envelopes) if type(m).__name__ == "ToolFinished"]
+    assert [r.llm_content for r in results] == ["hi (echoed)"]
+    assert replay_main([str(kept), "--check", "-o", "none"]) == 0
+
+    target = load_target(kept)
+    assert [s.name for s in target.standins] == ["echo__say"]
+    declared = target.standins[0].declaration  # as the model saw it (with wait_for_previous)
+    assert (declared["name"], declared["description"]) == ("echo__say", "Echo (MCP)")
+    status = main([str(kept), "--examples", "10", "--seed", "6", "-o", str(tmp_path / "f.jsonl")])
+    said = capsys.readouterr().out
+    assert status == 0, said
+    assert "echo__say: not tools of this build" in said and "recorded stand-ins" in said
