@@ -79,7 +79,12 @@ async def test_a_prompt_command_and_a_resource_reach_the_model_and_bad_ones_are_
                 "/greet --nmae=Ada": "Unknown argument(s): --nmae (the prompt takes --name, --greeting)",
                 "/broken": "Error invoking prompt 'broken' of MCP server 'srv': ",
                 "see @srv:data://broken": "Exiting due to an error processing the @ command: ",
-                "see @srv:notes://nope": "@srv:notes://nope: MCP server 'srv' has no resource 'notes://nope'",
+                "see @srv:notes://nope": "@srv:notes://nope: MCP server 'srv' has no resource 'notes://nope'"
+                " (/mcp lists its resources)",
+                "see @other:notes://x": "@other:notes://x: this session has no MCP server 'other'"
+                " (its MCP servers: srv, missing)",
+                "/picture": "Received an empty or invalid prompt response from the server.",
+                "/empty": "The prompt returned no messages.",
                 "/greet help": 'Arguments for "greet":',
             }.items():
                 with pytest.raises(DaemonError) as refused:

@@ -53,23 +53,19 @@ def no_model_request(tmp_path: Path) -> bool:
     )
 
 
-def test_an_at_reference_reads_the_resource_and_gives_it_to_the_model(tmp_path: Path) -> None:
-    done = run(tmp_path, "summarise @srv:notes://today please")
+def test_at_references_read_the_resources_and_give_them_to_the_model(tmp_path: Path) -> None:
+    done = run(tmp_path, "summarise @srv:notes://today and @srv:data://logo")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["response"] == "ok"
     assert user_parts(tmp_path) == [
-        {"text": "summarise @srv:notes://today please"},
+        {"text": "summarise @srv:notes://today and @srv:data://logo"},
         {"text": "\n--- Content from referenced files ---"},
         {"text": "\nContent from @notes://today:\n"},
         {"text": "buy milk"},
+        {"text": "\nContent from @data://logo:\n"},
+        {"text": "[Binary resource content image/png, 16 bytes]"},
         {"text": "\n--- End of content ---"},
     ]
-
-
-def test_a_binary_resource_is_one_line_with_its_type_and_size(tmp_path: Path) -> None:
-    done = run(tmp_path, "look at @srv:data://logo")
-    assert done.returncode == 0, done.stderr
-    assert {"text": "[Binary resource content image/png, 16 bytes]"} in user_parts(tmp_path)
 
 
 def test_a_resource_that_fails_to_read_is_one_line_and_nothing_reaches_the_model(tmp_path: Path) -> None:
@@ -92,29 +88,10 @@ def test_a_huge_resource_is_refused_with_its_limit(tmp_path: Path) -> None:
     ]
 
 
-def test_an_unknown_uri_or_server_is_named(tmp_path: Path) -> None:
-    done = run(tmp_path, "read @srv:notes://tomorrow")
-    assert done.returncode == 42
-    assert done.stderr.splitlines() == [
-        "@srv:notes://tomorrow: MCP server 'srv' has no resource 'notes://tomorrow' (/mcp lists its resources)"
-    ]
-    done = run(tmp_path, "read @other:notes://today")
-    assert done.returncode == 42
-    assert done.stderr.splitlines() == [
-        "@other:notes://today: this session has no MCP server 'other' (its MCP servers: srv)"
-    ]
-
-
 def test_a_prompt_command_sends_the_prompts_text_as_gemini_does(tmp_path: Path) -> None:
     done = run(tmp_path, '/review --code="x = 1"')
     assert done.returncode == 0, done.stderr
     assert user_parts(tmp_path) == [{"text": json.dumps('Please review this code:\nx = 1\n(say "done")')}]
-
-
-def test_positional_arguments_fill_the_required_ones(tmp_path: Path) -> None:
-    done = run(tmp_path, "/greet Ada Lovelace")
-    assert done.returncode == 0, done.stderr
-    assert user_parts(tmp_path) == [{"text": '"Hello, Ada Lovelace!"'}]
 
 
 def test_a_prompt_named_as_a_built_in_command_is_prefixed_with_its_server(tmp_path: Path) -> None:
@@ -131,16 +108,10 @@ def test_prompt_help_lists_its_arguments(tmp_path: Path) -> None:
     assert no_model_request(tmp_path)
 
 
-def test_bad_prompt_commands_are_one_line_each(tmp_path: Path) -> None:
-    cases = {
-        "/broken": "Error invoking prompt 'broken' of MCP server 'srv': ",
-        "/greet --nmae=Ada": "Unknown argument(s): --nmae (the prompt takes --name, --greeting)",
-        "/picture": "Received an empty or invalid prompt response from the server.",
-        "/empty": "The prompt returned no messages.",
-    }
-    for prompt, message in cases.items():
-        done = run(tmp_path, prompt)
-        assert done.returncode == 42, (prompt, done.stderr)
-        [line] = done.stderr.splitlines()
-        assert line.startswith(message), (prompt, line)
+def test_a_prompt_that_fails_is_one_line_and_exit_42(tmp_path: Path) -> None:
+    # the other bad commands: tests/frontends/daemon/test_mcp_servers.py (same code, cheaper)
+    done = run(tmp_path, "/broken")
+    assert done.returncode == 42
+    [line] = done.stderr.splitlines()
+    assert line.startswith("Error invoking prompt 'broken' of MCP server 'srv': ")
     assert no_model_request(tmp_path)
