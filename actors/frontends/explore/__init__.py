@@ -10,7 +10,10 @@ The parts, each usable on its own (in a pytest ``@given`` test, say):
   tools;
 - the harness: ``run_session`` runs a ``Session`` with the real actors
   (``actors.host.runtime.supervise_session`` beside the real gateway) on a fresh
-  ``MockClock``, then replays its recording; it returns a ``Run``;
+  ``MockClock``, then replays its recording; it returns a ``Run``. ``execute`` runs a
+  session's client script in any ``World`` (its ``SessionConfig`` and model backend;
+  ``scripted_world``: the scripted tools ``explore_tools``, ``ExplorePolicy`` and
+  ``ScriptedBackend``), timing tools and model calls as ``Spans``;
 - the invariant checks: ``check(run)`` returns every ``Violation`` of the seven
   invariants (``INVARIANTS`` names them);
 - targets and perturbations (``load_target``, ``perturbations``, ``run_target``): a
@@ -31,9 +34,19 @@ from actors.frontends.explore._harness import (
     CLIENT,
     DEADLINE_S,
     SID,
+    ExplorePolicy,
+    ExploreTool,
+    Processes,
     Run,
+    ScriptedBackend,
+    Span,
+    Spans,
+    World,
+    execute,
+    explore_tools,
     replay_problem,
     run_session,
+    scripted_world,
     session_config,
 )
 from actors.frontends.explore._invariants import (
@@ -100,6 +113,16 @@ __all__ = [
     "main",
     "perturbations",
     "run_target",
+    "ExplorePolicy",
+    "ExploreTool",
+    "Processes",
+    "ScriptedBackend",
+    "Span",
+    "Spans",
+    "World",
+    "execute",
+    "explore_tools",
+    "scripted_world",
     "CLIENT",
     "DEADLINE_S",
     "FIXED_RUNTIME_BUGS",
