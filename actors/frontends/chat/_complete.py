@@ -24,7 +24,7 @@ from pathlib import Path
 
 from actors.host.flags import APPROVAL_MODES
 
-SLASH_COMMANDS = ("/help", "/sessions", "/resume", "/new", "/mode", "/tool", "/tool!", "/quit")
+SLASH_COMMANDS = ("/help", "/sessions", "/resume", "/new", "/mode", "/mcp", "/tool", "/tool!", "/quit")
 MAX_CANDIDATES = 500
 
 

@@ -31,6 +31,7 @@ def at_end(line: str, ws: Path) -> list[str]:
 def test_slash_commands_at_the_start_of_the_line(ws: Path) -> None:
     assert at_end("/to", ws) == ["/tool ", "/tool! "]
     assert at_end("/q", ws) == ["/quit "]
+    assert at_end("/m", ws) == ["/mode ", "/mcp "]
     assert at_end("/", ws)[0] == "/help "
     assert at_end("say /to", ws) == []  # only the first word is a command
 
