@@ -9,8 +9,18 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from actors.frontends.explore import Perturbation, ToolTwist, explore, load_target, main, run_target
+from actors.frontends.explore import (
+    Perturbation,
+    ToolTwist,
+    explore,
+    load_target,
+    main,
+    perturbations,
+    run_target,
+)
 from actors.frontends.replay import main as replay_main
 from bus.planted import SWITCHES, planting
 
@@ -218,3 +228,22 @@ def test_tools_this_build_lacks_run_as_recorded_stand_ins(tmp_path: Path, capsys
     said = capsys.readouterr().out
     assert status == 0, said
     assert "echo__say: not tools of this build" in said and "recorded stand-ins" in said
+
+
+_JOIN_TARGET = load_target(JOIN)
+
+
+def _whole(run: object) -> str | None:
+    from actors.frontends.explore import UserRun
+
+    assert isinstance(run, UserRun)
+    joined = run.workspace / "c.txt"
+    return None if not joined.exists() or joined.read_text() == "alpha beta\n" else "c.txt is torn"
+
+
+@settings(max_examples=max(10, settings.default.max_examples // 100), deadline=None)  # deep profile: 100
+@given(p=perturbations(_JOIN_TARGET.calls, len(_JOIN_TARGET.entries)), scheduling=st.random_module())
+def test_a_users_own_property_over_the_public_api(p: Perturbation, scheduling: object) -> None:
+    """The README's example: a pytest property of one's own session."""
+    run = run_target(_JOIN_TARGET, p, invariants=[("whole", _whole)])
+    assert not run.failed, run.problems()
