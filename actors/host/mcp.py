@@ -84,7 +84,7 @@ async def start_servers(
     the servers offer the front ends (``mcp_session.SessionMcp``)."""
     from actors.host.mcp_config import mcp_tool_name
     from actors.host.mcp_session import SessionMcp
-    from actors.mcp import McpConnection, McpTool, discover
+    from actors.mcp import McpConnection, McpTool, discover, schema_problem
     from actors.tools import agentbus_version
 
     for error in cfg.mcp_errors:
@@ -137,7 +137,15 @@ async def start_servers(
             if name in mine:
                 taken.append(name)
                 continue
-            mine[name] = McpTool(name=name, connection=d.connection, definition=definition)
+            tool = McpTool(name=name, connection=d.connection, definition=definition)
+            problem = schema_problem(tool.schema)
+            if problem is not None:  # declared, it would fail every request of the session
+                report(
+                    f"MCP server '{d.connection.name}': skipped tool '{tool.server_tool_name}': "
+                    f"its input schema is not valid JSON Schema ({problem})"
+                )
+                continue
+            mine[name] = tool
         for name, tool in offered(mine).items():
             if name in cfg.tools or name in tools:
                 taken.append(name)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from actors.common import lazy_exports
 
-from ._params import DEFAULT_TIMEOUT_S, ServerParams, clean_schema, is_enabled
+from ._params import DEFAULT_TIMEOUT_S, ServerParams, clean_schema, is_enabled, schema_problem
 
 if TYPE_CHECKING:
     from ._catalog import get_prompt, list_prompts, list_resources, read_resource
@@ -60,5 +60,6 @@ __all__ = [
     "list_resources",
     "model_parts",
     "read_resource",
+    "schema_problem",
     "tool_result",
 ]

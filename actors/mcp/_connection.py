@@ -343,6 +343,10 @@ async def _stdio(p: ServerParams) -> AsyncIterator[Any]:
     # every session with one ended 2 s late. No grace: stdin closed, then SIGTERM to
     # the group (SIGKILL 2 s later, the SDK's), whatever the server does with its stdin.
     mcp.client.stdio.PROCESS_TERMINATION_TIMEOUT = 0.0
+    # Its reader is quadratic in a line's length: read whole lines (``_stdio_lines``).
+    from ._stdio_lines import install as read_whole_lines
+
+    read_whole_lines()
     if not p.command:
         raise McpConnectError("no command configured")
     params = StdioServerParameters(command=p.command, args=list(p.args), env=dict(p.env), cwd=p.cwd)

@@ -69,3 +69,21 @@ def clean_schema(schema: Any) -> Any:
             out["type"] = other
             out["nullable"] = True
     return {k: clean_schema(v) for k, v in out.items()}
+
+
+def schema_problem(schema: Any) -> str | None:
+    """Why a tool's input schema is not JSON Schema (one line), or None. Checked against
+    the meta-schema of its ``$schema``, draft-07 without one (as Gemini's validator
+    reads it). Declared to the model, such a schema would fail every request of the
+    session; Gemini CLI declares it all the same (see docs/differences.md)."""
+    import jsonschema  # the scheduler's validator; imported when a server lists tools
+
+    if not isinstance(schema, Mapping):
+        return f"it is {type(schema).__name__}, not an object"
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
+    error = jsonschema.exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(schema))
+    if error is None:
+        return None
+    where = "".join(f"/{p}" for p in error.absolute_path) or "/"
+    message = error.message.splitlines()[0] if error.message else error.validator
+    return f"{message[:200]} at {where}"

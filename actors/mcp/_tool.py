@@ -21,6 +21,9 @@ class McpTool:
     """One tool of one server (stateless between calls; the connection is the server's)."""
 
     kind: str = "other"
+    truncates_text_result = True
+    """A result of one text part past ``tools.truncateToolOutputThreshold`` is cut, the
+    whole saved to a file, by the executor (Gemini's scheduler does it for MCP tools)."""
 
     def __init__(
         self,

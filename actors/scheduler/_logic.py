@@ -108,7 +108,12 @@ def schema_error(schema: Mapping[str, Any], args: Any) -> str | None:
         if len(_BY_IDENTITY) >= 4096:
             _BY_IDENTITY.clear()
         _BY_IDENTITY[id(schema)] = (schema, validator)
-    errors = sorted(validator.iter_errors(args), key=lambda e: (len(e.path), str(e.path)))
+    try:
+        errors = sorted(validator.iter_errors(args), key=lambda e: (len(e.path), str(e.path)))
+    except Exception:  # noqa: BLE001
+        # A schema the validator cannot apply (an unknown type, a $ref to nowhere): no
+        # validation, as Gemini CLI's validator skips a schema it cannot compile.
+        return None
     if not errors:
         return None
     return _ajv_text(errors[0])

@@ -25,6 +25,7 @@ from typing import Any, TypeAlias, assert_never
 import attrs
 import trio
 
+from actors.common import format_truncated_output, utf16_len
 from bus import Bus, DeliveryError, Port
 from bus.json_values import thaw
 from bus.messages import (
@@ -53,6 +54,7 @@ from bus.messages import (
 from bus.planted import planted
 
 from ._base import FileAccessError, ModelCallError, OutputSink, TerminalRun, Tool, ToolEnv
+from ._truncate import truncate_tool_output, truncation_threshold
 
 CLOSE_GRACE_S = 2.0
 
@@ -167,6 +169,8 @@ class ExecutorActor:
                     result = await _execute(tool, thaw(run.args), env, output, run.call_id)
                     if not isinstance(result, ToolResult):
                         raise TypeError(f"the tool returned {type(result).__name__}, not a ToolResult")
+                    if getattr(tool, "truncates_text_result", False):
+                        result = truncated_text_result(result, run.name, run.call_id, env)
                 except Exception as exc:  # a crashing tool is that call's error, not ours
                     result = ToolResult(
                         error_type="unhandled_exception",
@@ -357,6 +361,42 @@ class ExecutorActor:
                     except DeliveryError:
                         pass
             self._terminal_replies.pop(request_id, None)
+
+
+def truncated_text_result(result: ToolResult, tool_name: str, call_id: str, env: ToolEnv) -> ToolResult:
+    """Gemini's truncation of an MCP tool's result (``truncateOutputIfNeeded``): a
+    result of one text part longer than ``tools.truncateToolOutputThreshold`` gives the
+    model its head and tail and saves the whole text as the shell's output is saved. The
+    display, when as long, is cut the same way (Gemini shows it whole: a 50 MB display
+    would be recorded and drawn whole)."""
+    parts = result.llm_content
+    if result.error_type is not None or isinstance(parts, str) or not isinstance(parts, Sequence) or len(parts) != 1:
+        return result
+    part = parts[0]
+    text = part.get("text") if isinstance(part, Mapping) else None
+    threshold = truncation_threshold(env.settings)
+    if not isinstance(text, str) or threshold <= 0 or utf16_len(text) <= threshold:
+        return result
+    assert isinstance(part, Mapping)
+    truncated = truncate_tool_output(
+        text,
+        tool_name=tool_name,
+        call_id=call_id,
+        project_temp_dir=env.project_temp_dir,
+        session_id=env.session_id,
+        threshold=threshold,
+    )
+    if truncated.output_file is None:
+        return result
+    display = result.return_display
+    if isinstance(display, str):
+        display = format_truncated_output(display, truncated.output_file, threshold)
+    return attrs.evolve(
+        result,
+        llm_content=({**part, "text": truncated.content},),
+        return_display=display,
+        output_file=truncated.output_file,
+    )
 
 
 _TAKES_CALL_ID: dict[Any, bool] = {}
