@@ -308,6 +308,10 @@ class SessionMcp:
     def server_names(self) -> list[str]:
         return list(self._found)
 
+    def start_error(self, server: str) -> str | None:
+        """Why ``server`` offers nothing (it failed at session start), or None."""
+        return self._found[server].error
+
     # -- prompts ---------------------------------------------------------------------------
 
     def command_of(self, text: str) -> tuple[PromptCommand, str] | None:
@@ -421,6 +425,8 @@ async def read_references(mcp: SessionMcp | None, references: Sequence[str]) -> 
             targets[ref] = (found[0], str(found[1]["uri"]))
             continue
         server, colon, uri = ref.partition(":")
+        if colon and server in servers and (failed := mcp.start_error(server)):
+            raise McpInputError(f"@{ref}: MCP server '{server}' is not available: {failed}")
         if colon and server in servers:
             raise McpInputError(f"@{ref}: MCP server '{server}' has no resource '{uri}' (/mcp lists its resources)")
         if _RESOURCE_SHAPED.match(ref):

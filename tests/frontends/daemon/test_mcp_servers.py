@@ -83,6 +83,8 @@ async def test_a_prompt_command_and_a_resource_reach_the_model_and_bad_ones_are_
                 " (/mcp lists its resources)",
                 "see @other:notes://x": "@other:notes://x: this session has no MCP server 'other'"
                 " (its MCP servers: srv, missing)",
+                "see @missing:notes://x": "@missing:notes://x: MCP server 'missing' is not available: "
+                "MCP server 'missing' could not be started: command not found",
                 "/picture": "Received an empty or invalid prompt response from the server.",
                 "/empty": "The prompt returned no messages.",
                 "/greet help": 'Arguments for "greet":',
