@@ -31,7 +31,9 @@ field, a session not opened on this socket) or a request the daemon refuses is a
 server sends besides: ``{"type": "event", "t", "env"}`` (a session event as the
 recording writes it; ``t``: when the server got it, ms since the epoch),
 ``caught_up`` (a session's events before the live point have all come), ``lagged``,
-``ended`` (a subscription ended), ``daemon_stopping``, and ``{"type": "closed",
+``ended`` (a subscription ended), ``daemon_stopping``, first of all ``{"type":
+"hello", "address"}`` (this socket's daemon address: the ``answered_by`` of its
+answers), and ``{"type": "closed",
 "message"}`` before it closes the socket when the daemon connection ends.
 """
 
@@ -255,6 +257,10 @@ async def run_bridge(
     try:
         async with open_client(where, client="web") as client:
             bridge = Bridge(client, send, options)
+            try:
+                await bridge.send({"type": "hello", "address": client.address})
+            except _Closed:
+                return
             async with trio.open_nursery() as nursery:
 
                 async def events() -> None:

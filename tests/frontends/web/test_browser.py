@@ -179,7 +179,7 @@ def test_a_person_follows_approves_prompts_and_cancels_in_chromium(home: Path, w
             call.locator('button[data-outcome="proceed_once"]').click()
             done = page.locator(".tool-call").first
             expect(done).to_have_attribute("data-status", "success")
-            expect(done.locator(".answered")).to_contain_text("allowed once")
+            expect(done.locator(".answered")).to_have_text("allowed once · by this page")
             expect(done.locator("pre.output")).not_to_be_empty()
             expect(page.locator("#log .text").nth(1)).to_have_text("Written out.txt.")
             assert (home / "ws" / "out.txt").read_text() == "approved\n"

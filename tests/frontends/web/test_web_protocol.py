@@ -144,7 +144,10 @@ async def test_two_pages_on_one_session_see_the_same_events_and_one_answers_for_
             cid = asked_b["msg"]["correlation_id"]
             await b.ok("answer", session_id=sid, correlation_id=cid, outcome="proceed_once")
             settled = await a.event("ApprovalSettled")
-            assert settled["msg"]["outcome"] == "proceed_once" and settled["msg"]["answered_by"] != ""
+            # Each page knows its daemon address: whether it answered itself.
+            hello_a, hello_b = a.frames[0], b.frames[0]
+            assert hello_a["type"] == hello_b["type"] == "hello" and hello_a["address"] != hello_b["address"]
+            assert settled["msg"]["outcome"] == "proceed_once" and settled["msg"]["answered_by"] == hello_b["address"]
             await a.event("TurnEnded")
             await b.event("TurnEnded")
             seqs_a, seqs_b = [e["seq"] for e in a.events()], [e["seq"] for e in b.events()]
