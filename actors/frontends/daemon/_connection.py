@@ -116,7 +116,8 @@ subscribed to reach the recording (the recorder writes it within two or three)."
 @attrs.frozen(kw_only=True)
 class Limits:
     send_frames: int = 256
-    """Frames the connection buffers for a client that reads slowly."""
+    """Frames the connection buffers for a client that reads slowly (the events one
+    session's follower forwards at one wake-up count as one)."""
     subscription_capacity: int = 512
     """Messages a subscription buffers before it lags."""
     stall_timeout_s: float = 30.0
@@ -259,6 +260,10 @@ class ConnectionActor:
                     return
                 batch = [frame]
                 size = len(frame)
+                if size < WRITE_BATCH:
+                    # One scheduler round first: the followers that events of the same
+                    # round woke queue their frames too, and they leave in one send.
+                    await trio.lowlevel.checkpoint()
                 while size < WRITE_BATCH:
                     try:
                         more = self._out_recv.receive_nowait()
@@ -666,7 +671,7 @@ class ConnectionActor:
                 await self._send(CaughtUp(session_id=sid, next_seq=live_point))
             else:
                 expected = await self._catch_up(cursor, expected, None, wanted)
-            expected = await self._forward(sub, cursor, expected, wanted)
+            expected = await self._forward(live, sub, cursor, expected, wanted)
         finally:
             live.subscribers -= 1
             follower.sub = None
@@ -685,8 +690,13 @@ class ConnectionActor:
         asked = sorted((item for item in live.asked.items() if item[1].seq < live_point), key=lambda item: item[1].seq)
         return dict(asked)
 
-    async def _forward(self, sub: Any, cursor: RecordingCursor, expected: int, wanted: Any) -> int:
-        """Forward live messages until the session's route closes; returns ``expected``."""
+    async def _forward(
+        self, live: LiveSession, sub: Any, cursor: RecordingCursor, expected: int, wanted: Any
+    ) -> int:
+        """Forward live messages until the session's route closes; returns ``expected``.
+
+        Each wake-up takes every message already waiting in the subscription (no
+        checkpoint between them) and queues their frames as one write."""
         while True:
             if sub.lagged_from is not None:
                 self.lagged += 1
@@ -697,19 +707,66 @@ class ConnectionActor:
                 env = await sub.receive.receive()
             except (trio.EndOfChannel, trio.ClosedResourceError):
                 return expected
-            if env.seq < expected:
-                continue
-            if env.seq > expected:
-                expected = await self._catch_up(cursor, expected, env.seq, wanted)
-            if wanted(type(env.message).__name__):
-                await self._send_frame((encode_envelope(env) + "\n").encode("utf-8"))
-            expected = env.seq + 1
+            batch: list[bytes] = []
+            size = 0
+            ended = False
+            while True:
+                if env.seq > expected:
+                    # Missing messages come from the recording, before this one.
+                    if batch:
+                        await self._send_frame(b"".join(batch))
+                        batch, size = [], 0
+                    expected = await self._catch_up(cursor, expected, env.seq, wanted)
+                if env.seq >= expected:
+                    if wanted(type(env.message).__name__):
+                        frame = encoded_frame(live, env)
+                        batch.append(frame)
+                        size += len(frame)
+                    expected = env.seq + 1
+                if size >= WRITE_BATCH:
+                    break
+                try:
+                    env = sub.receive.receive_nowait()
+                except trio.WouldBlock:
+                    break
+                except (trio.EndOfChannel, trio.ClosedResourceError):
+                    ended = True
+                    break
+            if batch:
+                await self._send_frame(b"".join(batch))
+            if ended:
+                return expected
 
     async def _catch_up(self, cursor: RecordingCursor, expected: int, before: int | None, wanted: Any) -> int:
         envs, nxt = await trio.to_thread.run_sync(cursor.read, expected, before, wanted)
         for env in envs:
             await self._send_frame((encode_envelope(env) + "\n").encode("utf-8"))
         return max(expected, nxt)
+
+
+SHARED_FRAME_MAX = 1 << 16
+"""Frames up to this size are kept for the session's other subscribers."""
+SHARED_FRAMES_KEPT = 64
+"""How many recent frames a session with several subscribers keeps."""
+
+
+def encoded_frame(live: LiveSession, env: Envelope) -> bytes:
+    """``env`` as its client frame, encoded once however many connections follow the
+    session: with more than one subscriber the session keeps its recent frames, and the
+    other followers reuse them (the same envelope object: a resumed session numbers on
+    from the recording, so a sequence number alone could name another message)."""
+    frames = live.frames
+    hit = frames.get(env.seq)
+    if hit is not None and hit[0] is env:
+        return hit[1]
+    frame = (encode_envelope(env) + "\n").encode("utf-8")
+    if live.subscribers > 1 and len(frame) <= SHARED_FRAME_MAX:
+        frames[env.seq] = (env, frame)
+        if len(frames) > SHARED_FRAMES_KEPT:
+            del frames[next(iter(frames))]
+    elif frames and live.subscribers <= 1:
+        frames.clear()
+    return frame
 
 
 class _Closed(Exception):

@@ -137,6 +137,9 @@ class LiveSession:
     """Wall-clock time (``time.time()``) of its last message; formatted only when listed."""
     next_seq: int = 0
     subscribers: int = 0
+    frames: dict[int, tuple[Envelope, bytes]] = attrs.field(factory=dict, repr=False)
+    """Recent events as client frames, by sequence number, while several connections
+    follow the session (``_connection.encoded_frame``): each is encoded once."""
     failure: str | None = None
     auth_env: Mapping[str, str] | None = attrs.field(default=None, repr=False)
     """The credentials its model requests use (``CreateSession.auth_env``; None: the
@@ -649,45 +652,17 @@ class DaemonCore:
     async def _monitor(self, live: LiveSession, sub: Any) -> None:
         try:
             async for env in sub:
-                msg = env.message
-                live.next_seq = env.seq + 1
-                match msg:
-                    case TurnStarted():
-                        live.busy = True
-                    case TurnEnded():
-                        live.busy = False
-                        # No question of the model's outlives its turn: a cancel settles
-                        # the calls that waited without an ApprovalSettled (subagents'
-                        # too). The user's own calls run outside turns.
-                        for cid, asked in list(live.asked.items()):
-                            question = asked.message
-                            if not (isinstance(question, ApprovalRequested) and question.batch_id in live.user_batches):
-                                _settled(live, cid)
-                    case ScheduleBatch() if any(call.client_initiated for call in msg.calls):
-                        live.user_batches.add(msg.batch_id)
-                    case BatchSettled():
-                        live.user_batches.discard(msg.batch_id)
-                    case ToolCallUpdated(status="success" | "error" | "cancelled"):
-                        for cid in [c for c, call_id in live.pending.items() if call_id == msg.call_id]:
-                            _settled(live, cid)
-                    case ApprovalRequested():
-                        live.pending[msg.correlation_id] = msg.call_id
-                        live.asked[msg.correlation_id] = env
-                        if msg.answer_to:
-                            live.answer_routes[msg.correlation_id] = (
-                                msg.answer_to,
-                                msg.answer_session_id or msg.session_id,
-                            )
-                    case ApprovalSettled():
-                        _settled(live, msg.correlation_id)
-                    case SubmitPrompt():
-                        if not live.title:
-                            live.title = sessions_on_disk.clean_message(msg.display_text)[:100]
-                    case SessionClosed():
+                if not _observe(live, env):
+                    break
+                # The messages already waiting are taken at once, without a checkpoint
+                # (and a wake-up) each.
+                while True:
+                    try:
+                        env = sub.receive.receive_nowait()
+                    except (trio.WouldBlock, trio.EndOfChannel):
                         break
-                    case _:
-                        pass
-                live.updated_at = time.time()
+                    if not _observe(live, env):
+                        return
         finally:
             self.bus.unsubscribe(sub)
 
@@ -698,6 +673,60 @@ class DaemonCore:
             await live.port.send(CloseSession(session_id=live.session_id, reason=reason), to=live.addrs.session)
         except DeliveryError:
             pass  # already stopped
+
+
+_MONITORED = frozenset(
+    (TurnStarted, TurnEnded, ScheduleBatch, BatchSettled, ToolCallUpdated, ApprovalRequested, ApprovalSettled,
+     SubmitPrompt, SessionClosed)
+)
+"""The message types the monitor looks into; the others (model chunks, text) only move
+the session's position and time."""
+
+
+def _observe(live: LiveSession, env: Envelope) -> bool:
+    """The monitor's view of one message of ``live``; False after its last."""
+    msg = env.message
+    live.next_seq = env.seq + 1
+    live.updated_at = time.time()
+    if type(msg) not in _MONITORED:
+        return True
+    match msg:
+        case TurnStarted():
+            live.busy = True
+        case TurnEnded():
+            live.busy = False
+            # No question of the model's outlives its turn: a cancel settles
+            # the calls that waited without an ApprovalSettled (subagents'
+            # too). The user's own calls run outside turns.
+            for cid, asked in list(live.asked.items()):
+                question = asked.message
+                if not (isinstance(question, ApprovalRequested) and question.batch_id in live.user_batches):
+                    _settled(live, cid)
+        case ScheduleBatch() if any(call.client_initiated for call in msg.calls):
+            live.user_batches.add(msg.batch_id)
+        case BatchSettled():
+            live.user_batches.discard(msg.batch_id)
+        case ToolCallUpdated(status="success" | "error" | "cancelled"):
+            for cid in [c for c, call_id in live.pending.items() if call_id == msg.call_id]:
+                _settled(live, cid)
+        case ApprovalRequested():
+            live.pending[msg.correlation_id] = msg.call_id
+            live.asked[msg.correlation_id] = env
+            if msg.answer_to:
+                live.answer_routes[msg.correlation_id] = (
+                    msg.answer_to,
+                    msg.answer_session_id or msg.session_id,
+                )
+        case ApprovalSettled():
+            _settled(live, msg.correlation_id)
+        case SubmitPrompt():
+            if not live.title:
+                live.title = sessions_on_disk.clean_message(msg.display_text)[:100]
+        case SessionClosed():
+            return False
+        case _:
+            pass
+    return True
 
 
 def auth_env_from(value: Any) -> dict[str, str] | None:
