@@ -26,6 +26,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import trio
 
@@ -35,6 +36,8 @@ from actors.frontends.web._bridge import BridgeOptions, run_bridge
 from actors.frontends.web._server import Serving, WebApp, new_token, serve
 from actors.host.errors import DAEMON_EXIT_CODES
 from actors.host.flags import APPROVAL_MODES
+
+_E = TypeVar("_E", bound=BaseException)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,16 +81,33 @@ def main(argv: Sequence[str]) -> int:
 
 async def _run(options: BridgeOptions, port: int) -> int:
     paths = default_paths()
-    # The daemon, started now when none runs: a page that cannot reach it is said here.
-    async with open_client(paths, client="web") as client:
-        pid = (await client.status()).pid
     app = WebApp(token=new_token(), bridge=options, where=paths)
-    async with trio.open_nursery() as nursery:
-        serving: Serving = await nursery.start(_serve, app, port)
-        print(f"agentbus web: the daemon (pid {pid}) in your browser; open this URL (it holds the token):", flush=True)
-        print(f"    {serving.url}", flush=True)
-        print("Ctrl-C stops the page (the sessions go on in the daemon).", flush=True)
+    try:
+        async with trio.open_nursery() as nursery:
+            # The port first (taken: nothing else happens), then the daemon, started now
+            # when none runs: a page that cannot reach it is said here.
+            serving: Serving = await nursery.start(_serve, app, port)
+            try:
+                async with open_client(paths, client="web") as client:
+                    pid = (await client.status()).pid
+            except BaseException:
+                serving.stop.set()
+                raise
+            print(f"agentbus web: the daemon (pid {pid}) in your browser; open this URL (it holds the token):", flush=True)
+            print(f"    {serving.url}", flush=True)
+            print("Ctrl-C stops the page (the sessions go on in the daemon).", flush=True)
+    except* OSError as group:  # (the port is taken)
+        raise _first(group) from None
+    except* DaemonError as group:
+        raise _first(group) from None
     return 0
+
+
+def _first(group: BaseExceptionGroup[_E]) -> _E:
+    leaf: BaseExceptionGroup[_E] | _E = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf
 
 
 async def _serve(app: WebApp, port: int, *, task_status: trio.TaskStatus[Serving] = trio.TASK_STATUS_IGNORED) -> None:

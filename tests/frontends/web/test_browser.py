@@ -190,15 +190,25 @@ def test_a_person_follows_approves_prompts_and_cancels_in_chromium(home: Path, w
             expect(page.locator("#waves .bar .wait")).to_have_count(1)
             expect(page.locator("#cancel")).to_be_disabled()
 
-            # A second prompt; its call waits for approval; the turn is cancelled.
+            # A second prompt; the connection drops as the answer streams (the page
+            # reconnects and resyncs from the sequence number after its last event:
+            # nothing shown twice, nothing missed); its call waits for approval; the turn
+            # is cancelled.
+            expect(page.locator("#conn")).to_have_attribute("data-connects", "1")
             page.fill("#prompt", "run it")
             page.click("#send")
+            expect(page.locator("#prompt")).to_have_value("")  # accepted
+            page.evaluate("ws.close()")
+            expect(page.locator("#conn")).to_have_attribute("data-connects", "2")
             waiting = page.locator('.tool-call[data-status="awaiting_approval"]')
             expect(waiting.locator(".approval pre")).to_contain_text("echo never > never.txt")
             expect(page.locator("#cancel")).to_be_enabled()
             page.click("#cancel")
             expect(page.locator(".notice", has_text="(cancelled)")).to_be_visible()
             expect(page.locator(".tool-call").nth(1)).to_have_attribute("data-status", "cancelled")
+            expect(page.locator(".prompt")).to_have_text(["> write the file", "> run it"])
+            expect(page.locator("#log .text")).to_have_text(["I will write the file now.", "Written out.txt.", "Running it."])
+            expect(page.locator(".tool-call")).to_have_count(2)
             expect(page.locator(".approval")).to_have_count(0)
             expect(page.locator("#cancel")).to_be_disabled()
             assert not (home / "ws" / "never.txt").exists()
