@@ -46,11 +46,15 @@ CHROMIUM_ARGS = [
 TIMEOUT_MS = 15_000
 
 
-def _chromium() -> str:
+@pytest.fixture
+def chromium() -> str:
+    """The browser's path (first: where there is none, nothing else is started)."""
     found = os.environ.get("AGENTBUS_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     why = ""
     if not found:
         why = "no chromium on PATH (Debian: apt-get install chromium; or set AGENTBUS_CHROMIUM)"
+    elif not os.access(found, os.X_OK):
+        why = f"AGENTBUS_CHROMIUM={found} is not an executable"
     else:
         try:
             import playwright.sync_api  # noqa: F401
@@ -137,8 +141,7 @@ SNAPSHOTS = """() => {
 }"""
 
 
-def test_a_person_follows_approves_prompts_and_cancels_in_chromium(home: Path, web_url: str) -> None:
-    chromium = _chromium()
+def test_a_person_follows_approves_prompts_and_cancels_in_chromium(chromium: str, home: Path, web_url: str) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     sid = scripted_session(home)
