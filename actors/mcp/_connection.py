@@ -120,8 +120,12 @@ class McpConnection:
         report: Callable[[str], None],
         roots: Sequence[Path] = (),
         client_version: str = "0",
+        streams: Callable[[], AbstractAsyncContextManager[Any]] | None = None,
     ) -> None:
         self.params = params
+        self._streams = streams
+        """Opens the ``(read, write)`` streams in place of ``params``' transport (an
+        in-memory server: the explored-schedule tests, where no process can live)."""
         self.report = report
         """Where the one line about a server that went away goes."""
         self.roots = tuple(roots)
@@ -255,6 +259,8 @@ class McpConnection:
 
     def _transport(self, transport: Transport) -> AbstractAsyncContextManager[Any]:
         p = self.params
+        if self._streams is not None:
+            return self._streams()
         if transport == "stdio":
             return _stdio(p)
         if transport == "sse":
