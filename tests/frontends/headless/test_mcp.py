@@ -1,7 +1,7 @@
 """Headless runs with MCP servers from settings.json, as a user runs them: the SDK's
 ``MCPServer`` (tests/fakes/mcp_server.py) as a stdio subprocess, the model scripted.
 
-The runs whose model side matters go through both backends (``backend``): the scripted
+The runs whose MCP results reach the model go through both backends (``backend``): the scripted
 one in-process, and the live one (the real google-genai SDK over HTTP to
 tests/fakes/gemini_server.py, ``AGENTBUS_FAKE_RESPONSES_OVER_HTTP=1``)."""
 
@@ -105,7 +105,7 @@ def test_an_error_result_reaches_the_model_and_the_stream_as_a_tool_error(tmp_pa
     assert result["error"]["message"].startswith("MCP tool 'fail' reported tool error for function call:")
 
 
-def test_a_hung_and_a_missing_server_are_reported_and_the_session_goes_on(tmp_path: Path, backend: dict[str, str]) -> None:
+def test_a_hung_and_a_missing_server_are_reported_and_the_session_goes_on(tmp_path: Path) -> None:
     done = run(
         tmp_path,
         {
@@ -115,7 +115,6 @@ def test_a_hung_and_a_missing_server_are_reported_and_the_session_goes_on(tmp_pa
         },
         call_response("mcp_fake_echo", {"text": "hi"}),
         text_response("Done."),
-        backend=backend,
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [
@@ -125,13 +124,12 @@ def test_a_hung_and_a_missing_server_are_reported_and_the_session_goes_on(tmp_pa
     assert json.loads(done.stdout)["stats"]["tools"]["byName"]["mcp_fake_echo"]["success"] == 1
 
 
-def test_an_untrusted_servers_tools_are_not_offered_to_a_headless_model(tmp_path: Path, backend: dict[str, str]) -> None:
+def test_an_untrusted_servers_tools_are_not_offered_to_a_headless_model(tmp_path: Path) -> None:
     done = run(
         tmp_path,
         {"fake": stdio_server()},
         call_response("mcp_fake_echo", {"text": "hi"}),
         text_response("Done."),
-        backend=backend,
     )
     assert done.returncode == 0, done.stderr
     [first, _] = model_requests(tmp_path)

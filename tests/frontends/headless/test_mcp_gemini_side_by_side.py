@@ -1,11 +1,13 @@
-"""agentbus and Gemini CLI 0.61.0 side by side on the same stdio MCP servers, each a real
+"""agentbus and Gemini CLI 0.61.0 side by side on the same MCP servers, each a real
 process talking to its own fake Gemini server over HTTP (agentbus's live backend: the
-google-genai SDK), with the same script of model answers. Scenarios: a trusted server
-(tests/fakes/mcp_names_server.py: tool names to sanitise, a text, an error and an image
-result, a schema with definitions and a nullable field, empty, structured and media
-content, arguments that fail the schemas), ``includeTools``/``excludeTools``, the same
-server untrusted (headless: its tools not offered), and ``@modelcontextprotocol/server-everything`` when installed (annotated
-content with an image, resource links, structured content, the server's own refusal).
+google-genai SDK), with the same script of model answers. Scenarios: a trusted stdio
+server (tests/fakes/mcp_names_server.py: tool names to sanitise, a text, an error and an
+image result, a schema with definitions and a nullable field, empty, structured and
+media content, arguments that fail the schemas, the server's environment);
+``includeTools``/``excludeTools`` and an untrusted server (headless: its tools not
+offered); ``@modelcontextprotocol/server-everything`` when installed (annotated content
+with an image, resource links, structured content, the server's own refusal); remote
+servers over ``httpUrl``, SSE and a ``url`` without type.
 
 Compared, in ``-o text``, ``-o json`` and ``-o stream-json``: the tools declared to the
 model (names, descriptions, schemas), the function responses that went back to it, the
@@ -140,12 +142,14 @@ SCENARIOS = {
         ],
         NAMES,
     ),
-    # includeTools (also as "name(...)") and excludeTools, which wins over it. (Two servers
+    # includeTools (also as "name(...)"), excludeTools, which wins over it, and an untrusted
+    # server. (Two servers
     # whose names sanitise alike are not compared: which one Gemini keeps is a race.)
     "filters": Scenario(
         lambda: {
             "a_b": {**names_server()["names"], "includeTools": ["get weather", "fail-hard(reason)", "media"]},
             "zz": {**names_server()["names"], "excludeTools": ["get weather"], "includeTools": ["get weather", "forecast"]},
+            "un": names_server(trust=False)["names"],  # headless, an untrusted server's tools are not offered
         },
         [
             call(
@@ -153,15 +157,11 @@ SCENARIOS = {
                 ("mcp_a_b_forecast", {"city": "Oslo"}),
                 ("mcp_zz_forecast", {"city": "Oslo"}),
                 ("mcp_zz_get_weather", {"city": "Oslo"}),
+                ("mcp_un_get_weather", {"city": "Oslo"}),
             ),
             text("Done."),
         ],
         ["mcp_a_b_get_weather", "mcp_a_b_fail-hard", "mcp_a_b_media", "mcp_zz_forecast"],
-    ),
-    "untrusted": Scenario(  # headless, an untrusted server's tools are not offered
-        lambda: names_server(trust=False),
-        [call(("mcp_names_get_weather", {"city": "Paris"})), text("No such tool.")],
-        [],
     ),
     "everything": Scenario(  # the MCP project's test server: annotations, links, structured content
         everything_server,
@@ -182,7 +182,6 @@ SCENARIOS = {
 CASES = [
     *(("names-and-results", mode) for mode in MODES),
     ("filters", "stream-json"),
-    ("untrusted", "stream-json"),
     ("everything", "stream-json"),
 ]
 
