@@ -4,6 +4,7 @@ page that goes away while an approval waits, a page that resyncs by sequence num
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -206,3 +207,21 @@ async def test_a_page_whose_daemon_cannot_start_is_told_so_in_one_line_and_close
             finally:
                 await p.aclose()
                 serving.stop.set()
+
+
+async def test_a_frame_over_the_limit_closes_only_that_socket_with_1009(home: Path) -> None:
+    from actors.frontends.web._server import MAX_WS_MESSAGE
+
+    with trio.fail_after(30):
+        async with web_server(home, scripted(home)) as s, page(s) as other:
+            sid = (await other.ok("new"))["session"]["session_id"]
+            async with page(s) as p:
+                await p.send_text(json.dumps({"id": 1, "op": "prompt", "session_id": sid, "text": "x" * MAX_WS_MESSAGE}))
+                with pytest.raises(EOFError):
+                    while True:
+                        await p.frame()
+                assert p.closed == 1009  # message too big: the page says so and reconnects
+            # The other page, its session and the daemon are untouched.
+            await other.ok("open", session_id=sid, from_seq=1)
+            await other.ok("prompt", session_id=sid, text="write it")
+            await other.event("ApprovalRequested")
