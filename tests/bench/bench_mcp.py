@@ -169,7 +169,49 @@ def bench_mcp_wave() -> None:
     )
 
 
-BENCHMARKS = (bench_mcp_call_overhead, bench_mcp_wave)
+async def _connect(command: str, args: tuple[str, ...]) -> tuple[float, float, int]:
+    """One stdio connection as a session opens it (``McpConnection``: spawn,
+    ``initialize``, ``tools/list``): its seconds, the server's RSS in MiB (its process
+    tree's) and its tool count."""
+    import psutil
+
+    from actors.mcp import McpConnection, ServerParams, discover
+
+    params = ServerParams(name="cost", command=command, args=args, env={"PATH": os.environ["PATH"]}, timeout_s=60)
+    conn = McpConnection(params, report=lambda line: None)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(conn.run)
+        started = time.perf_counter()
+        [found] = await discover([conn])
+        elapsed = time.perf_counter() - started
+        assert found.error is None, found.error
+        tree = [p for p in psutil.Process().children(recursive=True)]
+        rss = sum(p.memory_info().rss for p in tree) / 2**20
+        nursery.cancel_scope.cancel()
+    return elapsed, rss, len(found.tools)
+
+
+def bench_mcp_connection() -> None:
+    """What sharing a connection between a daemon's sessions would save (docs/performance.md)."""
+    from tests.bench._table import record
+    from tests.fakes.mcp_everything import find_everything
+
+    servers = [("the SDK's MCPServer (Python)", sys.executable, (SERVER,))]
+    everything = find_everything()
+    if everything is not None:
+        servers.append(("server-everything (node)", str(everything), ("stdio",)))
+    for label, command, args in servers:
+        runs = [trio.run(_connect, command, args) for _ in range(5)]
+        tools = runs[0][2]
+        record(
+            f"mcp: stdio connection of {label}: start, initialize, {tools} tools (median of 5)",
+            statistics.median(r[0] for r in runs),
+            "s",
+        )
+        record("mcp: RSS of that server's processes", statistics.median(r[1] for r in runs), "MiB")
+
+
+BENCHMARKS = (bench_mcp_call_overhead, bench_mcp_wave, bench_mcp_connection)
 
 if __name__ == "__main__":
     for bench in BENCHMARKS:
