@@ -12,6 +12,7 @@ from ._logic import (
     user_content,
 )
 from ._next_speaker import parse_answer as parse_next_speaker_answer
+from ._tokens import token_limit
 from ._wiring import TurnWiring
 
 __all__ = [
@@ -25,5 +26,6 @@ __all__ = [
     "is_function_response",
     "parse_classifier_choice",
     "parse_next_speaker_answer",
+    "token_limit",
     "user_content",
 ]

@@ -65,7 +65,9 @@ from actors.frontends.acp._present import (
 from actors.frontends.acp._protocol import config_options, mode_id
 from actors.frontends.acp._rpc import RpcError
 from actors.frontends.headless import RetriedText, Shown, discard_notice
+from actors.host.sessions import clean_message, is_ignored_user_text
 from actors.host.user_calls import result_text
+from actors.turn import token_limit
 from bus.json_values import thaw
 from bus.messages import (
     ApprovalRequested,
@@ -214,6 +216,8 @@ class _Turn:
     output_tokens: int = 0
     models: dict[str, list[int]] = attrs.field(factory=dict)
     invalid_stream_notice: str | None = None
+    context: tuple[int, str] | None = None
+    """The last main response's total tokens and its model (``usage_update``)."""
 
     def meta(self) -> dict[str, Any]:
         return {
@@ -237,6 +241,10 @@ class SessionView:
     ) -> None:
         self.presenter = presenter
         self.replay = replay
+        self.titled = False
+        """The session's title (its first prompt) was shown or replayed."""
+        self._title: str | None = None
+        """The title to tell when the first prompt's turn ends."""
         self.model_fixed = False
         """The model cannot be changed (``--attach``): the model option offers only it."""
         self.approval_mode = approval_mode
@@ -320,12 +328,18 @@ class SessionView:
             case TurnEnded():
                 return [*self._message(self._text.end()), *self._turn_ended(msg)]
             case SubmitPrompt():
-                if not self.replay:
-                    return []
                 text = msg.display_text or "".join(
                     str(p.get("text", "")) for p in thaw(msg.parts) if isinstance(p, dict)
                 )
-                return [_chunk("user_message_chunk", text)] if text else []
+                first = not self.titled and not is_ignored_user_text(text.strip())
+                self.titled = self.titled or first
+                if self.replay:
+                    return [_chunk("user_message_chunk", text)] if text else []
+                if first:
+                    # The session's title, as session/list shows it: its first prompt
+                    # (told when its turn ends, not ahead of the turn's own updates).
+                    self._title = clean_message(text)
+                return []
             case SessionOpened():
                 self.approval_mode, self.model = msg.approval_mode, msg.model
                 return []
@@ -548,6 +562,7 @@ class SessionView:
             return
         prompt = _int(usage.get("promptTokenCount"))
         output = _int(usage.get("candidatesTokenCount"))
+        turn.context = (_int(usage.get("totalTokenCount")) or prompt + output, model)
         turn.input_tokens += prompt
         turn.output_tokens += output
         if prompt or output:
@@ -561,21 +576,31 @@ class SessionView:
             self.current_turn = None
         if turn is None or self.replay:
             return []
+        out: list[Effect] = []
+        if self._title is not None:
+            out.append(Update({"sessionUpdate": "session_info_update", "title": self._title}))
+            self._title = None
+        if turn.context is not None:
+            # What the conversation now holds of the model's context window (the
+            # spec's usage_update), before the answer.
+            used, model = turn.context
+            out.append(Update({"sessionUpdate": "usage_update", "used": used, "size": token_limit(model)}))
+        return [*out, self._answer(turn, msg)]
+
+    def _answer(self, turn: _Turn, msg: TurnEnded) -> PromptDone:
         if msg.stop_reason == "error":
             err = msg.error
-            return [
-                PromptDone(
-                    turn.prompt_id,
-                    error=RpcError(
-                        (err.status if err is not None and err.status else None) or 500,
-                        err.message if err is not None else "The turn failed.",
-                    ),
-                )
-            ]
+            return PromptDone(
+                turn.prompt_id,
+                error=RpcError(
+                    (err.status if err is not None and err.status else None) or 500,
+                    err.message if err is not None else "The turn failed.",
+                ),
+            )
         reason = stop_reason(msg.stop_reason, turn.invalid_stream_notice)
         if reason == "cancelled":
-            return [PromptDone(turn.prompt_id, {"stopReason": "cancelled"})]
-        return [PromptDone(turn.prompt_id, {"stopReason": reason, "_meta": turn.meta()})]
+            return PromptDone(turn.prompt_id, {"stopReason": "cancelled"})
+        return PromptDone(turn.prompt_id, {"stopReason": reason, "_meta": turn.meta()})
 
 
 def _with_terminal(call: _Call, content: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -28,6 +28,11 @@ def _read_or_none(path: str) -> str | None:
         return None
 
 
+INFO_UPDATES = frozenset({"session_info_update", "usage_update"})
+"""About the session, not the turn's stream: left out of ``updates()`` and
+``sequence()`` (tests of them ask for them)."""
+
+
 class RpcFailure(Exception):
     def __init__(self, error: Mapping[str, Any]) -> None:
         super().__init__(error.get("message"))
@@ -160,20 +165,26 @@ class Client:
             await self._changed.wait()
 
     # -- views of the log ------------------------------------------------------------------
-    def updates(self, sid: str | None = None) -> list[dict[str, Any]]:
+    def updates(self, sid: str | None = None, *, info: bool = False) -> list[dict[str, Any]]:
+        """The session updates, without the session's title and context usage
+        (``session_info_update``, ``usage_update``) unless ``info``."""
         return [
             f["params"]["update"]
             for f in self.log
-            if f.get("method") == "session/update" and (sid is None or f["params"]["sessionId"] == sid)
+            if f.get("method") == "session/update"
+            and (sid is None or f["params"]["sessionId"] == sid)
+            and (info or f["params"]["update"]["sessionUpdate"] not in INFO_UPDATES)
         ]
 
     def sequence(self) -> list[str]:
-        """Labels like the kit's: ``kind[:status[:toolKind]]`` for updates, method names
-        for the agent's requests."""
+        """Labels like the kit's: ``kind[:status[:toolKind]]`` for updates (not
+        ``INFO_UPDATES``), method names for the agent's requests."""
         out = []
         for f in self.log:
             if f.get("method") == "session/update":
                 u = f["params"]["update"]
+                if u["sessionUpdate"] in INFO_UPDATES:
+                    continue
                 bits = [u["sessionUpdate"]] + [str(u[k]) for k in ("status", "kind") if k in u and u["sessionUpdate"].startswith("tool_call")]
                 out.append(":".join(bits))
             elif "method" in f and "id" in f:

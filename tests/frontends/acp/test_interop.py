@@ -117,7 +117,24 @@ def acpx_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def phases_of(compare: Any, path: Path) -> Phases:
     got = compare.phases(compare.acpnorm.load(str(path)), payload=True, response=False, ignore=set())
-    return {name: phase["items"] for name, phase in got.items()}
+    return {name: info_and_usage(phase["items"]) for name, phase in got.items()}
+
+
+def info_and_usage(items: list[Any]) -> list[Any]:
+    """U: ``session_info_update`` (the title: the first prompt) and ``usage_update``
+    (the context used, of the model's window), which Gemini CLI never sends: checked for
+    their shape here, then left out of the comparison (their numbers are the fake
+    model's; both come at the end of a turn, before its answer)."""
+    kept = []
+    for item in items:
+        if _is_update(item, "session_info_update"):
+            assert set(item) == {"sessionUpdate", "title"} and item["title"], item
+        elif _is_update(item, "usage_update"):
+            assert set(item) == {"sessionUpdate", "used", "size"} and item["used"] > 0, item
+            assert item["size"] == 1_048_576, item
+        else:
+            kept.append(item)
+    return kept
 
 
 # -- the deliberate differences (docs/differences.md, "ACP") -------------------------------

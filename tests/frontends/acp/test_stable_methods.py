@@ -254,3 +254,24 @@ async def test_cancel_request_stops_any_other_request_with_32800(tmp_path: Path,
         assert [(f.code, f.error["message"]) for f in failures] == [(-32800, "Request cancelled")]
         # The connection goes on.
         assert (await client.call("session/new", {"cwd": str(ws), "mcpServers": []}))["sessionId"]
+
+
+async def test_a_session_tells_its_title_and_how_full_its_context_is(tmp_path: Path, ws: Path) -> None:
+    script = fake_responses(
+        tmp_path / "text.jsonl",
+        text_chunks("Hi.", prompt_tokens=30, output_tokens=4),
+        text_chunks("Again.", prompt_tokens=40, output_tokens=5),
+    )
+    async with connected(options(tmp_path, script)) as (client, _):
+        await client.initialize()
+        sid = await new_session(client, ws)
+        await prompt(client, sid, "Say\nhello")
+        await prompt(client, sid, "again")
+        info = [u for u in client.updates(sid, info=True) if u["sessionUpdate"] in ("session_info_update", "usage_update")]
+        assert info == [
+            {"sessionUpdate": "session_info_update", "title": "Say hello"},  # as session/list titles it, at the turn's end
+            {"sessionUpdate": "usage_update", "used": 34, "size": 1_048_576},
+            {"sessionUpdate": "usage_update", "used": 45, "size": 1_048_576},
+        ]
+        listed = await client.call("session/list", {"cwd": str(ws)})
+        assert listed["sessions"][0]["title"] == "Say hello"

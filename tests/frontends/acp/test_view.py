@@ -172,7 +172,9 @@ def test_a_turn_answers_its_prompt_with_the_main_requests_usage() -> None:
         v.feed(ModelChunk(session_id=SID, request_id=rid, index=0, chunk={"usageMetadata": usage}))
         v.feed(ModelFinished(session_id=SID, request_id=rid, model="gemini-2.5-flash"))
     done = v.feed(TurnEnded(session_id=SID, turn_id="t", stop_reason="end_turn"))
+    # First what the conversation holds of the context window (the last main response).
     assert done == [
+        Update({"sessionUpdate": "usage_update", "used": 170, "size": 1_048_576}),
         PromptDone(
             "p",
             {
@@ -188,6 +190,25 @@ def test_a_turn_answers_its_prompt_with_the_main_requests_usage() -> None:
             },
         )
     ]
+
+
+def test_the_first_prompt_titles_the_session_once() -> None:
+    v = view()
+    assert v.feed(SubmitPrompt(session_id=SID, prompt_id="p0", display_text="/about")) == []  # not a title
+    assert v.feed(SubmitPrompt(session_id=SID, prompt_id="p1", display_text="Fix the\n  bug")) == []
+    v.feed(TurnStarted(session_id=SID, turn_id="t1", prompt_id="p1"))
+    ended = v.feed(TurnEnded(session_id=SID, turn_id="t1", stop_reason="cancelled"))
+    assert ended[0] == Update({"sessionUpdate": "session_info_update", "title": "Fix the bug"})  # when its turn ends
+    assert v.feed(SubmitPrompt(session_id=SID, prompt_id="p2", display_text="And more")) == []
+    v.feed(TurnStarted(session_id=SID, turn_id="t2", prompt_id="p2"))
+    assert len(v.feed(TurnEnded(session_id=SID, turn_id="t2", stop_reason="end_turn"))) == 1  # the answer alone
+    # A loaded session's replay saw its title: the next prompt does not retitle it.
+    loaded = view(replay=True)
+    loaded.feed(SubmitPrompt(session_id=SID, prompt_id="p1", display_text="Fix the bug"))
+    loaded.follow_on(approval_mode="default", model="m")
+    loaded.feed(SubmitPrompt(session_id=SID, prompt_id="p2", display_text="Next"))
+    loaded.feed(TurnStarted(session_id=SID, turn_id="t2", prompt_id="p2"))
+    assert len(loaded.feed(TurnEnded(session_id=SID, turn_id="t2", stop_reason="end_turn"))) == 1
 
 
 def test_a_failed_turn_is_an_error_with_the_http_status() -> None:
