@@ -313,7 +313,11 @@ class McpConnection:
         try:
             result = await session.call_tool(tool, dict(args), read_timeout_seconds=self.params.timeout_s)
         except Exception as exc:
+            from mcp import MCPError
+
             message = describe(exc)
+            if isinstance(exc, MCPError):  # as the TypeScript SDK's McpError reads in Gemini CLI
+                message = f"MCP error {exc.code}: {exc.message}"
             if _lost_server(exc):
                 closed.set()  # streamable HTTP: the transport lost the server mid-call
             if closed.is_set():

@@ -6,7 +6,7 @@ Tools: ``get weather`` (a space: text), ``résumé.lookup`` (non-ASCII: text), a
 ``tiny:image`` (an image), ``plan trip`` (a model argument: ``$defs`` and a nullable
 field), ``nothing`` (no content), ``forecast`` (structured content) and ``media``
 (audio, an embedded blob, a link with a title and a description), ``variable`` (one of
-its environment variables).
+its environment variables) and ``refuse`` (a JSON-RPC error instead of a result).
 
 With ``--linger MARKER`` it stays a second after its stdin closes before exiting, and
 writes to MARKER how it ended: ``terminated`` (SIGTERM) or ``exited on its own``.
@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import mcp_types as types
+from mcp import MCPError
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel
 
@@ -87,6 +88,10 @@ def main() -> None:
     @server.tool(name="variable", description="An environment variable of the server.", structured_output=False)
     def variable(name: str) -> str:
         return f"{name}={os.environ.get(name, '(unset)')}"
+
+    @server.tool(name="refuse", description="Answers with a JSON-RPC error.", structured_output=False)
+    def refuse() -> str:
+        raise MCPError(-32602, "refused: no way")
 
     if "--linger" in sys.argv:
         marker = Path(sys.argv[sys.argv.index("--linger") + 1])

@@ -159,3 +159,14 @@ async def test_a_stdio_server_is_sent_sigterm_when_the_session_ends_not_after_a_
         await tools_of(conn)
     await until(lambda: read(marker) != "")
     assert read(marker) == "terminated"
+
+
+async def test_a_json_rpc_error_instead_of_a_result_is_a_tool_error_worded_as_gemini_cli_words_it() -> None:
+    """``MCP error <code>: <message>``, as the TypeScript SDK's McpError reads in Gemini
+    CLI (it was the bare message)."""
+    server = ServerParams(name="names", command=sys.executable, args=(NAMES_SERVER,), env=params().env, timeout_s=BOUND_S)
+    async with running(server) as [conn]:
+        tools = await tools_of(conn)
+        refused = await tools["refuse"].execute({}, None)
+    assert refused.error_type == "mcp_tool_error"
+    assert '"error":{"message":"MCP error -32602: refused: no way","isError":true}' in str(refused.error_message)

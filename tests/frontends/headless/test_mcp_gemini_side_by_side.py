@@ -90,6 +90,7 @@ LONG = "mcp_names_a_tool_whose_name_is...sixty_three_characters_allowed"
 NAMES = [
     "mcp_names_get_weather", "mcp_names_r_sum_.lookup", LONG, "mcp_names_fail-hard", "mcp_names_tiny:image",
     "mcp_names_plan_trip", "mcp_names_nothing", "mcp_names_forecast", "mcp_names_media", "mcp_names_variable",
+    "mcp_names_refuse",
 ]
 
 
@@ -136,6 +137,7 @@ SCENARIOS = {
                 ("mcp_names_variable", {"name": "GEMINI_CLI"}),
                 ("mcp_names_variable", {"name": "GEMINI_CLI_TRUST_WORKSPACE"}),
                 ("mcp_names_variable", {"name": "GEMINI_API_KEY"}),
+                ("mcp_names_refuse", {}),
             ),
             COUNT,
             text("Paris is sunny; the lookup worked; four calls failed."),
