@@ -114,12 +114,17 @@ def web_url(home: Path) -> Iterator[str]:
 
 def scripted_session(home: Path) -> str:
     """A session of the workspace whose model is scripted: a write needing approval,
-    its answer, then (second prompt) a shell command needing approval."""
+    its answer; (second prompt) a shell command needing approval; (third) a subagent
+    whose write needs approval."""
     fake = write_responses(
         home / "f.responses",
         stream_response("I will ", "write ", "the file ", "now.", call=("write_file", {"file_path": "out.txt", "content": "approved\n"})),
         stream_response("Written ", "out.txt."),
         stream_response("Running it.", call=("run_shell_command", {"command": "echo never > never.txt"})),
+        stream_response(call=("invoke_agent", {"agent_name": "generalist", "prompt": "Write milk to notes.txt."})),
+        stream_response(call=("write_file", {"file_path": "notes.txt", "content": "milk\n"})),
+        stream_response(call=("complete_task", {"result": {"response": "notes.txt written"}})),
+        stream_response("The generalist wrote it."),
     )
 
     async def create() -> str:
@@ -215,6 +220,21 @@ def test_a_person_follows_approves_prompts_and_cancels_in_chromium(chromium: str
             expect(page.locator(".approval")).to_have_count(0)
             expect(page.locator("#cancel")).to_be_disabled()
             assert not (home / "ws" / "never.txt").exists()
+
+            # A subagent: its activity inside the call that started it, its question
+            # asked and answered here like any other.
+            page.fill("#prompt", "delegate")
+            page.click("#send")
+            child = page.locator('.tool-call[data-status="awaiting_approval"]')
+            expect(child.locator(".approval pre")).to_have_text("milk\n")
+            child.locator('button[data-outcome="proceed_once"]').click()
+            expect(page.locator("#log .text").last).to_have_text("The generalist wrote it.")
+            expect(page.locator('.tool-call[data-call-id^="write_file"]').last).to_have_attribute("data-status", "success")
+            agent = page.locator('.tool-call[data-call-id^="invoke_agent"] pre.activity')
+            expect(agent).to_contain_text("↳ [generalist] started")
+            expect(agent).to_contain_text("↳ [generalist] write_file notes.txt")
+            expect(agent).to_contain_text("↳ [generalist] finished: GOAL")
+            assert (home / "ws" / "notes.txt").read_text() == "milk\n"
             expect(row).to_contain_text("write the file")  # the list's title: its first prompt
         finally:
             browser.close()
