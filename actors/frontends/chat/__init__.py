@@ -120,14 +120,18 @@ def _check_locally(opts: ChatOptions) -> None:
 
 
 async def _run(opts: ChatOptions, where: DaemonPaths | TcpAddress) -> int:
+    app: list[ChatApp] = []
+
     def completer(line: str, begidx: int, endidx: int) -> list[str]:
-        return complete(line, begidx, endidx, tools=tool_names(), workspace=opts.workspace)
+        commands = app[0].prompt_commands if app else ()
+        return complete(line, begidx, endidx, tools=tool_names(), workspace=opts.workspace, commands=commands)
 
     async with (
         open_lines(completer, use_readline=readline_usable()) as lines,
         open_client(where, client="chat") as client,
     ):
-        return await ChatApp(client, sys.stdout, opts, lines).run()
+        app.append(ChatApp(client, sys.stdout, opts, lines))
+        return await app[0].run()
 
 
 __all__ = ["ChatApp", "ChatOptions", "Renderer", "main"]

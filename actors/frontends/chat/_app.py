@@ -61,7 +61,8 @@ HELP = """Commands:
                        prompt carries it; otherwise the model never sees it)
   /quit                leave (the session stays in the daemon)
 Ctrl-C cancels the running turn or call; a second Ctrl-C exits. @path in a prompt
-attaches that file, @server:uri an MCP server's resource. Tab completes commands, tool names and paths (after @ and in !)."""
+attaches that file, @server:uri an MCP server's resource. Tab completes commands (MCP
+prompts too), tool names and paths (after @ and in !)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -92,6 +93,8 @@ class ChatApp:
         """Prompts whose turn ended lately: the turn of a prompt can end before the
         daemon's acceptance of it reaches us, and it must not then be waited for."""
         self.tool_calls: set[str] = set()
+        self.prompt_commands: list[str] = []
+        """The session's MCP prompts' commands (``/<command>``), for Tab completion."""
         self.interrupts = 0
         self.exit_code = 0
         self.idle = trio.Event()
@@ -205,6 +208,11 @@ class ChatApp:
         if s.title:
             self.line(f"  {s.title}", "dim")
         self.line("Type a prompt, or /help. Ctrl-C cancels a turn; twice exits.", "dim")
+        try:
+            servers = (await self.client.list_mcp_servers(self.session_id)).servers
+            self.prompt_commands = [f"/{p.command}" for s in servers for p in s.prompts]
+        except DaemonError:
+            self.prompt_commands = []
         # From the start: the conversation so far is shown (as history, up to the live
         # point the ``Subscribed`` event gives); an approval still waiting is asked.
         subscribed = await self.client.subscribe(self.session_id, from_seq=1)

@@ -6,7 +6,8 @@ being completed is ``line[begidx:endidx]``, words split at whitespace) and retur
 candidates for that word, each ending with a space when it is complete (readline, as
 Python sets it up, appends nothing) and with ``/`` for a directory:
 
-- a slash command at the start of the line (``/to`` -> ``/tool``, ``/tool!``);
+- a slash command at the start of the line (``/to`` -> ``/tool``, ``/tool!``), the
+  session's MCP prompts among them;
 - a tool name after ``/tool`` or ``/tool!``; an approval mode after ``/mode``;
 - a path after ``@`` anywhere in a prompt (``@src/ma`` -> ``@src/main.py``);
 - a path in any later word of a ``!`` / ``!!`` shell command.
@@ -28,11 +29,15 @@ SLASH_COMMANDS = ("/help", "/sessions", "/resume", "/new", "/mode", "/mcp", "/to
 MAX_CANDIDATES = 500
 
 
-def complete(line: str, begidx: int, endidx: int, *, tools: Sequence[str], workspace: Path) -> list[str]:
+def complete(
+    line: str, begidx: int, endidx: int, *, tools: Sequence[str], workspace: Path, commands: Sequence[str] = ()
+) -> list[str]:
+    """``commands``: the session's own (``/<prompt>`` of its MCP servers), after the
+    chat's."""
     word = line[begidx:endidx]
     before = line[:begidx].split()
     if not before and word.startswith("/"):
-        return [f"{c} " for c in SLASH_COMMANDS if c.startswith(word)]
+        return [f"{c} " for c in (*SLASH_COMMANDS, *commands) if c.startswith(word)]
     if before in (["/tool"], ["/tool!"]):
         return [f"{name} " for name in tools if name.startswith(word)]
     if before == ["/mode"]:

@@ -1,7 +1,7 @@
 """``agentbus chat`` with MCP servers, as a person uses it through a pseudo-terminal:
 ``/mcp`` (and its ``desc`` and ``schema`` forms) lists the session's servers with their
 state, tools, prompts and resources; ``/<prompt> args`` runs a server's prompt,
-``/<prompt> help`` lists its arguments; ``@server:uri`` attaches a resource; bad ones
+``/<prompt> help`` lists its arguments, Tab completes it; ``@server:uri`` attaches a resource; bad ones
 are one line and the chat goes on. The servers are the SDK's ``MCPServer`` (tests/fakes)
 over stdio, from the workspace's settings.json; the daemon runs the session."""
 
@@ -44,7 +44,7 @@ def test_mcp_lists_servers_and_prompts_and_resources_work_in_the_chat(home: Path
         term.expect("🟢 srv - Ready")
         term.expect("  - mcp_srv_echo\n    Echo the text back.\n      Parameters:\n      {")
         term.expect("  - review\n    Review a piece of code.")
-        term.type("/greet help\n")
+        term.type("/gre\thelp\n")  # Tab completes the prompt's command
         term.expect('Arguments for "greet":')
         term.expect("  --greeting\n    (required: no)")
         term.type("/greet --nmae=Ada\n")

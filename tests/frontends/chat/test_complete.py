@@ -32,6 +32,9 @@ def test_slash_commands_at_the_start_of_the_line(ws: Path) -> None:
     assert at_end("/to", ws) == ["/tool ", "/tool! "]
     assert at_end("/q", ws) == ["/quit "]
     assert at_end("/m", ws) == ["/mode ", "/mcp "]
+    prompts = ("/greet", "/srv.help")
+    assert complete("/gr", 0, 3, tools=TOOLS, workspace=ws, commands=prompts) == ["/greet "]
+    assert complete("/", 0, 1, tools=TOOLS, workspace=ws, commands=prompts)[-2:] == ["/greet ", "/srv.help "]
     assert at_end("/", ws)[0] == "/help "
     assert at_end("say /to", ws) == []  # only the first word is a command
 
