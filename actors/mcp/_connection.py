@@ -313,17 +313,25 @@ class McpConnection:
         try:
             result = await session.call_tool(tool, dict(args), read_timeout_seconds=self.params.timeout_s)
         except Exception as exc:
-            from mcp import MCPError
-
-            message = describe(exc)
-            if isinstance(exc, MCPError):  # as the TypeScript SDK's McpError reads in Gemini CLI
-                message = f"MCP error {exc.code}: {exc.message}"
+            message = call_error(exc)
             if _lost_server(exc):
                 closed.set()  # streamable HTTP: the transport lost the server mid-call
             if closed.is_set():
                 message = f"MCP server '{self.name}' disconnected during the call ({message})"
             return failed_request(tool, message)
         return raw_parts(tool, result.model_dump(by_alias=True, exclude_unset=True, mode="json"))
+
+
+def call_error(exc: Exception) -> str:
+    """A failed call's error as Gemini CLI words it: an error the server (or the SDK in its
+    place) answered reads as the TypeScript SDK's McpError, ``MCP error <code>: <message>``,
+    a timeout as its ``Request timed out``; anything else in one line."""
+    from mcp import MCPError
+    from mcp_types import REQUEST_TIMEOUT
+
+    if not isinstance(exc, MCPError):
+        return describe(exc)
+    return f"MCP error {exc.code}: {'Request timed out' if exc.code == REQUEST_TIMEOUT else exc.message}"
 
 
 def _lost_server(exc: Exception) -> bool:

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
@@ -170,3 +171,12 @@ async def test_a_json_rpc_error_instead_of_a_result_is_a_tool_error_worded_as_ge
         refused = await tools["refuse"].execute({}, None)
     assert refused.error_type == "mcp_tool_error"
     assert '"error":{"message":"MCP error -32602: refused: no way","isError":true}' in str(refused.error_message)
+
+
+async def test_a_call_past_the_servers_timeout_fails_worded_as_gemini_cli_words_it(tmp_path: Path) -> None:
+    async with running(params()) as [conn]:
+        tools = await tools_of(conn)
+        conn.params = attrs.evolve(conn.params, timeout_s=0.2)  # connected; now the calls' bound
+        late = await tools["wait"].execute({"marker": str(tmp_path / "marker")}, None)
+    assert late.error_type == "mcp_tool_error"
+    assert '"error":{"message":"MCP error -32001: Request timed out","isError":true}' in str(late.error_message)
