@@ -47,6 +47,13 @@ recorded in a :class:`BackgroundProcessRegistry` (by default
 :data:`BACKGROUND_PROCESSES`); they outlive the call, and whoever owns the session
 kills them with :func:`kill_background_processes` (or ``registry.kill(session_id)``).
 
+When the session's client runs commands in terminals it shows (``ToolEnv.terminal_access``:
+an ACP editor with ``terminal/*``), a foreground command runs there instead — the same
+``bash -c`` line, our environment's changes over the client's, the same texts from what
+the terminal reports (its signal names read as numbers), a cancel kills it through the
+client; no background-PID bookkeeping, no inactivity timeout and no process-group line
+(the client owns the process). Background calls still run here.
+
 This module is the tool itself (parameters, the run, the result); its parts live beside
 it: ``_shell_command`` (the command line, command substitution, background PIDs),
 ``_shell_env`` (environment and settings), ``_shell_output`` (collecting the output,
