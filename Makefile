@@ -42,9 +42,10 @@ node-check:
 proptest: $(STAMP)
 	HYPOTHESIS_PROFILE=deep $(BIN)/pytest -q -p no:cacheprovider -m property --hypothesis-show-statistics --durations=0 tests $(ARGS)
 
+# PROFILE=soak: only the soak benchmarks (a busy daemon over minutes; tests/bench/bench_soak.py).
 GEMINI_CLI ?= /tmp/gemini-cli/node_modules/.bin
 bench: $(STAMP)
-	PATH="$(GEMINI_CLI):$$PATH" $(BIN)/python -m tests.bench
+	PATH="$(GEMINI_CLI):$$PATH" $(BIN)/python -m tests.bench $(if $(PROFILE),--profile $(PROFILE))
 
 # Exit 0 when exactly the differences listed in tests/conformance/expected.py differ.
 conformance: $(STAMP)

@@ -133,22 +133,30 @@ def machine() -> dict[str, object]:
     }
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """``--profile soak``: only the soak benchmarks (``bench_soak``; minutes), results in
+    ``bench-results-soak.json``."""
+    args = sys.argv[1:] if argv is None else argv
+    profile = args[1] if args[:1] == ["--profile"] and len(args) > 1 else ""
+    if profile not in ("", *PROFILES):
+        print(f"unknown bench profile {profile!r}; known: {', '.join(PROFILES)}", file=sys.stderr)
+        return 2
     about = machine()
     gemini = f"Gemini CLI {about['gemini_cli']}" if about["gemini_cli"] else "no Gemini CLI on PATH"
     print(
         f"agentbus benchmarks on {about['cpu']} ({about['nproc']} cores, {about['memory_gib']} GiB), "
         f"Python {about['python']}, {gemini}\n"
     )
-    for bench in (bench_bus, bench_headless, bench_acp_initialize, *EXTRA):
+    for bench in PROFILES[profile] if profile else (bench_bus, bench_headless, bench_acp_initialize, *EXTRA):
         bench()
     about["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
-    out = ROOT / "bench-results.json"
+    out = ROOT / (f"bench-results-{profile}.json" if profile else "bench-results.json")
     out.write_text(json.dumps({"machine": about, "results": RESULTS}, indent=2) + "\n")
     print(f"\nresults written to {out}")
     return 0
 
 
+from tests.bench.bench_acp import BENCHMARKS as ACP  # noqa: E402
 from tests.bench.bench_daemon import bench_daemon  # noqa: E402
 from tests.bench.bench_explore import bench_explore  # noqa: E402
 from tests.bench.bench_fuzz import bench_fuzz  # noqa: E402
@@ -159,11 +167,13 @@ from tests.bench.bench_long_session import BENCHMARKS as LONG  # noqa: E402
 from tests.bench.bench_mcp import BENCHMARKS as MCP  # noqa: E402
 from tests.bench.bench_recording import bench_recording  # noqa: E402
 from tests.bench.bench_scheduler import BENCHMARKS as SCHEDULER  # noqa: E402
+from tests.bench.bench_soak import BENCHMARKS as SOAK  # noqa: E402
 from tests.bench.bench_startup import BENCHMARKS as STARTUP  # noqa: E402
 from tests.bench.bench_system import BENCHMARKS as SYSTEM  # noqa: E402
 from tests.bench.bench_system import gemini_version  # noqa: E402
 
 EXTRA: list[Callable[[], None]] = [
+    *ACP,
     *STARTUP,
     *SCHEDULER,
     *MCP,
@@ -177,6 +187,9 @@ EXTRA: list[Callable[[], None]] = [
     bench_fuzz,
     *SYSTEM,
 ]
+
+PROFILES: dict[str, list[Callable[[], None]]] = {"soak": SOAK}
+"""``make bench PROFILE=NAME``: a set of benchmarks run instead of the default ones."""
 
 if __name__ == "__main__":
     sys.exit(main())

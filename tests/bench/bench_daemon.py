@@ -14,7 +14,7 @@ RSS and peak RSS at the end.
     python -m tests.bench.bench_daemon [--sessions 200] [--connections 20]
 
 ``AGENTBUS_BENCH_PROFILE=FILE`` runs the daemon under cProfile and writes its stats to
-FILE (``python -m pstats FILE``) when it stops.
+FILE (``python -m pstats FILE``, CPU time per function) when it stops.
 """
 
 from __future__ import annotations
@@ -93,7 +93,9 @@ def serve(runtime: str, data: str) -> None:
         return
     import cProfile
 
-    with cProfile.Profile() as prof:
+    # CPU time, not wall: on a loaded machine a wall-clock profile charges the time the
+    # process waited for a core to whatever ran when it was preempted.
+    with cProfile.Profile(time.process_time) as prof:
         trio.run(main)
     prof.dump_stats(profile)
 
@@ -241,6 +243,35 @@ def median_run(sessions: int, connections: int, runs: int = RUNS) -> dict[str, A
     return out
 
 
+async def _socket_round_trips(n: int) -> float:
+    """Seconds per round trip of a 100-byte frame over a Unix socket pair, in one process
+    (the floor of any frame the daemon sends: two syscalls and a wake-up each way)."""
+    a, b = trio.socket.socketpair()
+    sa, sb = trio.SocketStream(a), trio.SocketStream(b)
+    frame = b"x" * 99 + b"\n"
+    async with sa, sb, trio.open_nursery() as nursery:
+
+        async def echo() -> None:
+            for _ in range(n):
+                await sb.send_all(await sb.receive_some(4096))
+
+        nursery.start_soon(echo)
+        began = time.perf_counter()
+        for _ in range(n):
+            await sa.send_all(frame)
+            await sa.receive_some(4096)
+        return (time.perf_counter() - began) / n
+
+
+def floors() -> tuple[float, float]:
+    """(a trio memory-channel hop, a Unix socket round trip), seconds, medians of 3."""
+    from tests.bench.bench_startup import _channel_hops
+
+    hop = statistics.median(trio.run(_channel_hops, 20_000) for _ in range(3))
+    trip = statistics.median(trio.run(_socket_round_trips, 5_000) for _ in range(3))
+    return hop, trip
+
+
 def bench_daemon(sessions: int = SESSIONS, connections: int = CONNECTIONS) -> None:
     """Each row the median of ``RUNS`` runs (a fresh daemon each); the turns' baseline is
     one session's 3 turns on a daemon of its own, measured in the same invocation."""
@@ -265,6 +296,16 @@ def bench_daemon(sessions: int = SESSIONS, connections: int = CONNECTIONS) -> No
     record("daemon: ... daemon CPU during the turns", med("turns_daemon_cpu_s"), "s", target="close to the turns' wall: the daemon is CPU-bound")
     record("daemon: event latency model chunk -> client, median", med("latency_median_ms"), "ms", target=f"{many['events']:.0f} TextStreamed events a run; {note}")
     record("daemon: event latency model chunk -> client, p99", med("latency_p99_ms"), "ms", target=note)
+    per_event = med("turns_daemon_cpu_s") / max(1.0, med("events")) * 1000
+    record(
+        "daemon: daemon CPU per event (turns' CPU / events)",
+        per_event,
+        "ms",
+        target=f"every session's chunks come at once: the last of {sessions} waits ~{sessions * per_event:.0f} ms of CPU",
+    )
+    hop, trip = floors()
+    record("floor: one trio memory-channel hop", hop * 1e6, "us")
+    record("floor: one Unix socket round trip of a frame (one process)", trip * 1e6, "us")
     record(
         f"daemon: RSS after {sessions} sessions (peak)",
         med("peak_rss_mb"),
