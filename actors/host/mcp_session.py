@@ -185,7 +185,7 @@ def parse_prompt_args(user_args: str, prompt_args: Sequence[Mapping[str, Any]] |
     if unknown:
         takes = ", ".join(f"--{k}" for k in known) if known else "no arguments"
         raise McpInputError(
-            f"Unknown argument(s): {', '.join(f'--{k}' for k in unknown)} (the prompt takes {takes})"
+            f"Unknown argument(s): {', '.join(f'--{_one_line(k)}' for k in unknown)} (the prompt takes {takes})"
         )
     if not prompt_args:
         return {}
@@ -203,6 +203,10 @@ def parse_prompt_args(user_args: str, prompt_args: Sequence[Mapping[str, Any]] |
     if missing:
         raise McpInputError(f"Missing required argument(s): {', '.join(f'--{m}' for m in missing)}")
     return inputs
+
+
+def _one_line(text: str) -> str:
+    return text.encode("unicode_escape").decode("ascii") if any(c in text for c in "\r\n") else text
 
 
 def prompt_help(name: str, arguments: Sequence[Mapping[str, Any]]) -> str:

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from actors.host.at_command import expand_at_references
 from actors.host.mcp_session import (
@@ -55,6 +57,8 @@ def test_missing_and_unknown_arguments_are_one_clear_error() -> None:
     with pytest.raises(McpInputError, match=r"takes no arguments"):
         parse_prompt_args("--z=1", [])
     assert parse_prompt_args("extra words", []) == {}
+    with pytest.raises(McpInputError, match=r"^Unknown argument\(s\): --a\\nb \(the prompt takes --x\)$"):
+        parse_prompt_args("--a\nb=1", [{"name": "x"}])
     optional = [{"name": "a", "required": True}, {"name": "b"}]
     assert parse_prompt_args("one two", optional) == {"a": "one two"}
 
@@ -149,3 +153,26 @@ def test_resources_come_before_files_and_close_the_block_when_no_file_was_read(t
 
 async def test_a_session_without_mcp_servers_reads_every_reference_as_a_path() -> None:
     assert await read_references(None, ["docs:https://example.com/x", "srv:notes://n"]) == {}
+
+
+ARG_NAMES = st.text(alphabet="abcdefgh-_", min_size=1, max_size=6)
+
+
+@given(
+    user_args=st.lists(st.sampled_from(["--", "a", "b", "=", '"', " ", "\n", "x", "\\", "--a=", "--b="]), max_size=12).map("".join)
+    | st.text(max_size=40),
+    spec=st.lists(st.tuples(ARG_NAMES, st.booleans()), max_size=4, unique_by=lambda a: a[0]),
+)
+def test_any_typed_arguments_give_strings_of_the_prompts_arguments_or_one_clear_error(
+    user_args: str, spec: list[tuple[str, bool]]
+) -> None:
+    args = [{"name": name, "required": req} for name, req in spec]
+    try:
+        parsed = parse_prompt_args(user_args, args)
+    except McpInputError as exc:
+        assert exc.message.startswith(("Missing required argument(s): --", "Unknown argument(s): --"))
+        assert "\n" not in exc.message
+        return
+    assert set(parsed) <= {name for name, _ in spec}
+    assert all(isinstance(v, str) for v in parsed.values())
+    assert {name for name, req in spec if req} <= set(parsed)
