@@ -363,3 +363,38 @@ def test_subagent_activity_is_the_content_of_its_call() -> None:
     assert v.feed(act("text", text="thinking out loud")) == []
     other = SubagentActivity(session_id=SID, call_id="nope", agent_name="x", child_session_id="y", kind="started")
     assert v.feed(other) == []  # not a call of this session's view
+
+
+def test_a_terminal_stays_in_the_calls_content_whichever_comes_first() -> None:
+    term = {"type": "terminal", "terminalId": "t1"}
+    shell = {"command": "make", "description": "build"}
+    # Announced first: the terminal is added by an update of its own.
+    v = view()
+    v.feed(requested("c1", "run_shell_command", shell))
+    (announced,) = updates(v.feed(status("c1", "executing", "run_shell_command")))
+    assert term not in announced["content"]
+    (attached,) = updates(v.terminal_attached("c1", "run_shell_command", "t1"))
+    assert attached["content"][0] == term and attached["sessionUpdate"] == "tool_call_update"
+    (failed,) = updates(v.feed(status("c1", "error", "run_shell_command", detail="boom")))
+    assert failed["content"][0] == term and failed["status"] == "failed"
+    # The terminal first (the executor's request overtook the observed update): the
+    # tool_call carries it.
+    w = view()
+    w.feed(requested("c2", "run_shell_command", shell))
+    assert w.terminal_attached("c2", "run_shell_command", "t2") == []
+    (first,) = updates(w.feed(status("c2", "executing", "run_shell_command")))
+    assert first["sessionUpdate"] == "tool_call" and first["content"][0] == {"type": "terminal", "terminalId": "t2"}
+
+
+def test_an_interrupted_replay_ends_the_calls_it_left_open() -> None:
+    v = view(replay=True)
+    v.feed(requested("c1", "read_file", {"file_path": "a.py"}))
+    v.feed(status("c1", "executing"))
+    v.feed(requested("c2", "read_file", {"file_path": "b.py"}))
+    v.feed(status("c2", "executing"))
+    v.feed(ToolFinished(session_id=SID, call_id="c2", result=ToolResult(llm_content="ok")))
+    v.feed(status("c2", "success"))
+    (ended,) = updates(v.interrupted("The session was interrupted before the tool finished."))
+    assert ended["toolCallId"] == "c1" and ended["status"] == "failed"
+    assert ended["content"] == [{"type": "content", "content": {"type": "text", "text": "The session was interrupted before the tool finished."}}]
+    assert v.interrupted("again") == []  # ended once
