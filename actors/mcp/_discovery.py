@@ -5,7 +5,7 @@ could not be is used for its tools (one line says what failed)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -48,22 +48,23 @@ async def discover(connections: Sequence[McpConnection]) -> list[Discovered]:
             return
         enabled = tuple(t for t in listed if is_enabled(str(t.get("name") or ""), conn.params))
         notes: list[str] = []
-        prompts: list[dict[str, Any]] = []
-        resources: list[dict[str, Any]] = []
-        try:
-            prompts = await list_prompts(conn)
-        except McpConnectError as exc:
-            notes.append(exc.message)
-        try:
-            resources = await list_resources(conn)
-        except McpConnectError as exc:
-            notes.append(exc.message)
+        lists: dict[str, list[dict[str, Any]]] = {"prompts": [], "resources": []}
+
+        async def fetch(kind: str, request: Callable[[McpConnection], Awaitable[list[dict[str, Any]]]]) -> None:
+            try:
+                lists[kind] = await request(conn)
+            except McpConnectError as exc:
+                notes.append(exc.message)
+
+        async with trio.open_nursery() as both:  # one round trip, not two
+            both.start_soon(fetch, "prompts", list_prompts)
+            both.start_soon(fetch, "resources", list_resources)
         found[i] = Discovered(
             connection=conn,
             tools=enabled,
-            prompts=tuple(prompts),
-            resources=tuple(r for r in resources if r.get("uri")),
-            notes=tuple(notes),
+            prompts=tuple(lists["prompts"]),
+            resources=tuple(r for r in lists["resources"] if r.get("uri")),
+            notes=tuple(sorted(notes)),
         )
 
     async with trio.open_nursery() as nursery:
