@@ -196,7 +196,9 @@ def test_every_mcp_call_gets_one_result_and_no_server_outlives_the_session(
     for [finished] in results.values():
         r = finished.result
         ok = r.cancelled or r.error_type is None
-        assert ok or "MCP server 'mem' disconnected" in str(r.error_message), r
+        # A call made while the server died (disconnected during the call) or while it
+        # was being started again (could not be started) fails naming it.
+        assert ok or "MCP server 'mem' " in str(r.error_message), r
     assert servers.live == []
     assert all(line.startswith("MCP server 'mem' disconnected") for line in reports), reports
 
