@@ -14,7 +14,10 @@ RSS and peak RSS at the end.
     python -m tests.bench.bench_daemon [--sessions 200] [--connections 20]
 
 ``AGENTBUS_BENCH_PROFILE=FILE`` runs the daemon under cProfile and writes its stats to
-FILE (``python -m pstats FILE``, CPU time per function) when it stops.
+FILE (``python -m pstats FILE``, CPU time per function) when it stops;
+``AGENTBUS_BENCH_GC_LOG=FILE`` appends the collector's passes (count, time, longest, per
+generation) to FILE; ``AGENTBUS_BENCH_GC_THRESHOLD=A,B,C`` runs the daemon with those
+thresholds instead of ``tune_collector``'s.
 """
 
 from __future__ import annotations
@@ -60,7 +63,13 @@ def _script(path: Path) -> Path:
 
 # -- the daemon process ----------------------------------------------------------------------
 def serve(runtime: str, data: str) -> None:
-    from actors.frontends.daemon import DaemonConfig, serve
+    import gc
+
+    # As ``agentbus daemon`` (``actors.frontends.main``): no collection while importing,
+    # and what the imports made frozen out of the collector's later passes.
+    if not os.environ.get("AGENTBUS_BENCH_NO_FREEZE"):
+        gc.disable()
+    from actors.frontends.daemon import DaemonConfig, serve, tune_collector
     from actors.frontends.daemon.paths import DaemonPaths
     from actors.gateway import ChunkSink, FakeResponsesBackend
     from bus.messages import GenerateRequest
@@ -81,6 +90,26 @@ def serve(runtime: str, data: str) -> None:
         return Stamping.from_file(path, chunk_delay_s=delay_ms / 1000)
 
     config = DaemonConfig(paths=DaemonPaths(Path(runtime)), data_dir=Path(data), fake_backend=factory, handle_signals=True)
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
+    if os.environ.get("AGENTBUS_BENCH_GC_THRESHOLD"):
+        gc.set_threshold(*map(int, os.environ["AGENTBUS_BENCH_GC_THRESHOLD"].split(",")))
+    else:
+        tune_collector()  # as run_foreground
+    paused: list[float] = []
+    if os.environ.get("AGENTBUS_BENCH_GC_LOG"):
+
+        by_gen: dict[int, list[float]] = {0: [], 1: [], 2: []}
+
+        def note(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                paused.append(-time.perf_counter())
+            else:
+                paused[-1] += time.perf_counter()
+                by_gen[info["generation"]].append(paused[-1])
+
+        gc.callbacks.append(note)
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
@@ -89,7 +118,15 @@ def serve(runtime: str, data: str) -> None:
 
     profile = os.environ.get("AGENTBUS_BENCH_PROFILE")
     if not profile:
-        trio.run(main)
+        try:
+            trio.run(main)
+        finally:
+            if paused:
+                with open(os.environ["AGENTBUS_BENCH_GC_LOG"], "a") as log:
+                    log.write(
+                        " ".join(f"gen{g}: {len(v)} x, {sum(v) * 1000:.0f} ms, max {max(v, default=0) * 1000:.1f} ms;" for g, v in by_gen.items())
+                        + "\n"
+                    )
         return
     import cProfile
 
