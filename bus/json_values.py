@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from frozendict import frozendict
@@ -88,6 +88,21 @@ def unicode_clean(value: Any) -> bool:
     return True
 
 
+class FrozenTuple(tuple):  # type: ignore[type-arg]
+    """A tuple whose items are frozen JSON values, which ``freeze`` returns as it is (as
+    it does a ``frozendict``): a long array carried again and again, such as a model
+    request's contents, then costs nothing to put in a message.
+
+    Like ``frozendict``, the constructor trusts its items to be frozen; ``join`` freezes
+    the items it adds, so a tuple that grows costs only what is new."""
+
+    __slots__ = ()
+
+    def join(self, items: Iterable[Any]) -> FrozenTuple:
+        """This tuple followed by ``items``, each frozen."""
+        return FrozenTuple(self + tuple([_freeze(item, 1) for item in items]))
+
+
 def freeze(value: Any) -> Any:
     """Return ``value`` with every dict made a ``frozendict``, every list a tuple and
     every text well-formed; raises ``JsonValueError`` for what JSON cannot carry."""
@@ -96,6 +111,8 @@ def freeze(value: Any) -> Any:
 
 def _freeze(value: Any, depth: int) -> Any:
     cls = value.__class__
+    if cls is FrozenTuple:
+        return value
     # The common leaves first: this runs for every streamed chunk.
     if cls is str:
         return value if value.isascii() else well_formed(value)

@@ -99,3 +99,19 @@ def test_the_deepest_allowed_value_and_long_integers_that_json_can_carry_pass() 
     msg = ToolFinished(session_id="s", call_id="c", result=ToolResult(data=nested(MAX_DEPTH)))
     assert decode(encode(msg)) == msg
     assert freeze([10**4000]) == (10**4000,)
+
+
+def test_a_frozen_tuple_goes_into_a_message_as_it_is_and_grows_by_freezing_only_what_it_adds() -> None:
+    from bus.json_values import FrozenTuple
+    from bus.messages import GenerateRequest
+
+    contents = FrozenTuple([freeze({"role": "user", "parts": [{"text": "hi"}]})])
+    request = GenerateRequest(session_id="s", request_id="r", reply_to="t", method="generateContent", model="m",
+                              contents=contents)
+    assert request.contents is contents
+    grown = contents.join([{"role": "model", "parts": [{"text": "\ud800"}]}])
+    assert isinstance(grown, FrozenTuple) and grown[0] is contents[0]
+    assert grown[1] == {"role": "model", "parts": ({"text": "\ufffd"},)} and hash(grown[1])
+    with pytest.raises(JsonValueError):
+        contents.join([float("nan")])
+    assert decode(encode(request)) == request
