@@ -44,6 +44,7 @@ from typing import Any, TypeAlias, TypeGuard, assert_never, get_args
 
 import attrs
 
+from bus.json_values import FrozenTuple
 from bus.messages import (
     AddContext,
     ApprovalMode,
@@ -313,7 +314,8 @@ class SessionCore:
                     prompt_id=prompt.prompt_id,
                     model=st.model,
                     approval_mode=st.approval_mode,
-                    history=tuple(st.history),
+                    # Every item came frozen in a message: the new message takes them as they are.
+                    history=FrozenTuple(st.history),
                     parts=prompt.parts,
                     session_turns_used=st.model_requests,
                     max_session_turns=st.max_session_turns,

@@ -50,7 +50,7 @@ from ._core import (
     TurnRouter,
     is_turn_inbox,
 )
-from ._logic import RequestForms
+from ._logic import RequestBuilder
 from ._turn import _Turn
 from ._wiring import TurnWiring
 
@@ -68,8 +68,8 @@ class TurnActor:
         self._saver = (
             _compression.OutputSaver(Path(wiring.project_temp_dir)) if wiring.project_temp_dir else None
         )
-        # The request form of each history content, made once for the session's turns.
-        self._forms = RequestForms()
+        # The requests' contents, made from what each request adds (for the session's turns).
+        self._builder = RequestBuilder()
 
     async def run(self, *, task_status: trio.TaskStatus[Port] = trio.TASK_STATUS_IGNORED) -> None:
         port = self.bus.connect(self.w.address)
@@ -103,6 +103,6 @@ class TurnActor:
 
     async def _drive(self, port: Port, running: RunningTurn, receive: trio.MemoryReceiveChannel[Routed]) -> None:
         try:
-            await _Turn(port, self.w, running, receive, self._saver, self._forms).run()
+            await _Turn(port, self.w, running, receive, self._saver, self._builder).run()
         finally:
             self.router.finished(running)

@@ -342,7 +342,12 @@ def invalid_stream_message(kind: str, message: str) -> str:
 # -- the history ---------------------------------------------------------------------------
 @attrs.define
 class TurnHistory:
-    """The conversation as the turn sees it, and what the turn adds to it."""
+    """The conversation as the turn sees it, and what the turn adds to it.
+
+    The whole conversation is one list (``log``: ``base`` and then what was added) that
+    only ever grows at its end; any other change (a rollback, a compression, a cleared
+    context) makes a new list. The request builder relies on it: given the same list
+    again, it takes in only the new contents (``_logic.RequestBuilder``)."""
 
     base: tuple[Any, ...]
     """The conversation before this turn's additions (a compression replaces it)."""
@@ -351,7 +356,8 @@ class TurnHistory:
     compression_failed: bool
     keeps_cancelled_request: bool = False
     """A subagent's session keeps what a cancel interrupted (see ``rollback``)."""
-    added: list[Any] = attrs.field(factory=list)
+    log: list[Any] = attrs.field()
+    """``base`` followed by what the turn added: append only (see the class doc)."""
     tokens_at_base: int = attrs.field()
     """``last_prompt_tokens`` as it was for ``base`` (restored when the prompt is rolled
     back)."""
@@ -359,6 +365,10 @@ class TurnHistory:
     """A hook cleared the context: the session's history restarts from its environment."""
     in_flight: Any = None
     """The message of the model request being prepared or sent (for ``rollback``)."""
+
+    @log.default
+    def _log(self) -> list[Any]:
+        return list(self.base)
 
     @tokens_at_base.default
     def _tokens_at_base(self) -> int:
@@ -375,14 +385,26 @@ class TurnHistory:
             keeps_cancelled_request=keeps_cancelled_request,
         )
 
+    @property
+    def added(self) -> list[Any]:
+        """What the turn added to ``base``."""
+        return self.log[len(self.base) :]
+
+    def add(self, content: Any) -> None:
+        self.log.append(content)
+
     def contents(self) -> tuple[Any, ...]:
-        return self.base + tuple(self.added)
+        return tuple(self.log)
+
+    def last(self, n: int) -> tuple[Any, ...]:
+        """The last ``n`` contents."""
+        return tuple(self.log[-n:]) if n > 0 else ()
 
     def answered(self, message: Any, content: Any, prompt_tokens: int | None) -> None:
         """A request and its answer join the conversation."""
         if prompt_tokens is not None:
             self.last_prompt_tokens = prompt_tokens
-        self.added.extend([message, content])
+        self.log.extend([message, content])
         self.in_flight = None
 
     def rollback(self) -> None:
@@ -391,27 +413,27 @@ class TurnHistory:
         making, so that its recovery turn goes on from there (Gemini CLI's agent keeps
         its chat)."""
         if not self.keeps_cancelled_request:
-            self.added.clear()
+            self.log = list(self.base)
         elif self.in_flight is not None:
-            self.added.append(self.in_flight)
+            self.log.append(self.in_flight)
             self.in_flight = None
 
     def keep_responses(self, message: Any) -> None:
         """A request that is not sent keeps its function responses (every call stays
         answered); a prompt that is not sent is dropped."""
         if is_function_response(message["parts"]):
-            self.added.append(message)
+            self.log.append(message)
 
     def clear_context(self) -> None:
         """A hook cleared the context: the conversation restarts from its environment."""
         self.reset = True
-        self.added.clear()
         self.base = tuple(h for h in self.base if is_environment_context(h))
+        self.log = list(self.base)
         self.last_prompt_tokens = self.tokens_at_base = estimate_tokens(history_parts(self.base))
 
     def replace(self, history: tuple[Any, ...]) -> None:
         """A compression's new conversation replaces the base and what was added."""
-        self.base, self.added = history, []
+        self.base, self.log = history, list(history)
         self.last_prompt_tokens = self.tokens_at_base = estimate_tokens(history_parts(self.base))
 
     def cancelled(self) -> None:

@@ -5,13 +5,16 @@ No I/O and no trio here; the actor shell in ``_actor.py`` drives these.
 
 from __future__ import annotations
 
+import itertools
 import json
+import operator
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from bus.json_values import freeze, thaw
+from bus.json_values import FrozenTuple, freeze, thaw
 
 SYNTHETIC_THOUGHT_SIGNATURE = "skip_thought_signature_validator"
 INTERRUPTED_RESPONSE_PLACEHOLDER = "[The previous response was interrupted before it completed.]"
@@ -188,46 +191,150 @@ def user_content(parts: Sequence[Any]) -> Any:
 
 
 def request_contents(
-    history: Sequence[Any], message: Any, forms: RequestForms | None = None
+    history: Sequence[Any], message: Any, builder: RequestBuilder | None = None
 ) -> tuple[Any, ...]:
     """The contents sent to the model for ``message`` after ``history``.
 
     Gemini CLI's rules: a placeholder model turn when a tool answer was never followed by
     the model and a new prompt arrives; consecutive same-role turns coalesced; the first
-    function call of each model turn in the active loop gets a synthetic thought
-    signature when it has none; ``<name>__`` id prefixes stripped.
+    function call of each model turn in the active loop (from the last user turn with
+    text and no function response) gets a synthetic thought signature when it has none;
+    ``<name>__`` id prefixes stripped.
 
-    ``forms`` (the turn actor keeps one for the session) makes each content's request
-    form once: a long session's request costs a pass over references, not a copy of
-    its whole history, and the same objects go out again (the recorder writes a content
-    once and then refers to it by identity).
+    With a ``builder`` (the turn actor keeps one for the session) the work is what is new
+    since its last request (``RequestBuilder``); without, a fresh one does it all.
     """
-    forms = forms if forms is not None else RequestForms()
-    items: list[Any] = list(history)
-    if (
-        not is_function_response(message.get("parts") or ())
-        and items
-        and items[-1].get("role") == "user"
-        and any("functionResponse" in p for p in items[-1].get("parts") or ())
-    ):
-        items.append(INTERRUPTED_TURN)
-    items.append(message)
-    groups: list[list[Any]] = []
-    for c in items:
-        if groups and groups[-1][0].get("role") == c.get("role"):
-            groups[-1].append(c)
-        else:
-            groups.append([c])
-    contents = [g[0] if len(g) == 1 else forms.merged(g) for g in groups]
-    start = _active_loop_start(contents)
-    forms.keep([*items, *contents])
-    return tuple(
-        forms.form(c, signed=start != -1 and i >= start and c.get("role") == "model")
-        for i, c in enumerate(contents)
-    )
+    return (builder if builder is not None else RequestBuilder()).contents(history, message)
 
 
 INTERRUPTED_TURN = freeze({"role": "model", "parts": [{"text": INTERRUPTED_RESPONSE_PLACEHOLDER}]})
+
+_NEVER = sys.maxsize
+"""The active loop's start when there is none: no content is at or after it."""
+
+
+def _is_prompt(content: Any) -> bool:
+    """A user turn with text and no function response: where an active loop starts."""
+    parts = content.get("parts") or ()
+    return (
+        content.get("role") == "user"
+        and any(p.get("text") for p in parts)
+        and not any(p.get("functionResponse") for p in parts)
+    )
+
+
+def _answers_tools(content: Any) -> bool:
+    return content.get("role") == "user" and any("functionResponse" in p for p in content.get("parts") or ())
+
+
+class RequestBuilder:
+    """``request_contents`` for a conversation that grows at its end, in time
+    proportional to what is new: a long session's request costs what its last turn
+    added, not a pass over its history.
+
+    It keeps, for the history it saw last, the contents of its closed role groups (all
+    but the last, which the next content may still join), each one's request form
+    (``RequestForms``) and where the last prompt among them is; the request's contents
+    are those forms (a ``FrozenTuple``, so the message takes them as they are) and the
+    forms of the last group, the placeholder and the message. Given the same list again,
+    longer, it takes in the new contents only: the caller (``TurnHistory``) only ever
+    appends to a list it gives, and makes a new list for any other change. Another
+    list is compared with the last one by identity (at C speed) and taken in from
+    where they differ. The active loop's start moves forward with new prompts; the
+    forms it passes are made again (unsigned), and only those.
+    """
+
+    def __init__(self) -> None:
+        self.forms = RequestForms()
+        self._source: list[Any] | None = None
+        """The list the state describes (its first ``_seen`` items)."""
+        self._seen = 0
+        self._open: list[Any] = []
+        """The last role group of the history: items the next one may still join."""
+        self._closed: list[Any] = []
+        """The content of each closed group (its item, or the group merged)."""
+        self._forms = FrozenTuple()
+        """The request form of each closed group's content, signed from ``_signed_from``."""
+        self._signed_from = _NEVER
+        self._last_prompt = -1
+        """The index of the last closed content that is a prompt (-1: none)."""
+        self._keep_at = 64
+
+    def contents(self, history: Sequence[Any], message: Any) -> FrozenTuple:
+        self._take_in(history)
+        tail = list(self._open)
+        if self._open and not is_function_response(message.get("parts") or ()) and _answers_tools(self._open[-1]):
+            tail.append(INTERRUPTED_TURN)
+        tail.append(message)
+        groups: list[list[Any]] = []
+        for c in tail:
+            if groups and groups[-1][0].get("role") == c.get("role"):
+                groups[-1].append(c)
+            else:
+                groups.append([c])
+        first = len(self._closed)
+        last = [g[0] if len(g) == 1 else self.forms.merged(g) for g in groups]
+        start = self._last_prompt
+        for i, c in enumerate(last):
+            if _is_prompt(c):
+                start = first + i
+        self._sign_from(_NEVER if start == -1 else start)
+        signed_from = self._signed_from
+        return self._forms.join(
+            self.forms.form(c, signed=first + i >= signed_from and c.get("role") == "model")
+            for i, c in enumerate(last)
+        )
+
+    def _take_in(self, history: Sequence[Any]) -> None:
+        """Bring the state up to ``history``: its new items, or all of it from where it
+        differs from the last one."""
+        seen = self._seen
+        if history is not self._source or len(history) < seen:
+            last = self._source[:seen] if self._source is not None else ()
+            shared = next(itertools.compress(itertools.count(), map(operator.is_not, history, last)), None)
+            if shared is None:
+                shared = min(len(history), len(last))
+            if shared < seen:
+                self._restart()
+                seen = 0
+        self._source = history if isinstance(history, list) else list(history)
+        for item in itertools.islice(history, seen, None):
+            if self._open and self._open[0].get("role") != item.get("role"):
+                self._close()
+            self._open.append(item)
+        self._seen = len(history)
+        if self.forms.size() > self._keep_at:
+            # Forms of contents that left the history (a compression, a rollback):
+            # forgotten now and then, so the memory stays what the history takes.
+            self.forms.keep([*self._closed, *self._open])
+            self._keep_at = 2 * self.forms.size() + 64
+
+    def _close(self) -> None:
+        group, self._open = self._open, []
+        content = group[0] if len(group) == 1 else self.forms.merged(group)
+        index = len(self._closed)
+        self._closed.append(content)
+        if _is_prompt(content):
+            self._last_prompt = index
+        signed = index >= self._signed_from and content.get("role") == "model"
+        self._forms = self._forms.join((self.forms.form(content, signed=signed),))
+
+    def _sign_from(self, start: int) -> None:
+        """Move the active loop's start: the closed forms between the old and the new
+        one are made again."""
+        old, self._signed_from = self._signed_from, start
+        low, high = min(old, start), min(max(old, start), len(self._closed))
+        if low >= high:
+            return
+        redone = [
+            self.forms.form(c, signed=i >= start and c.get("role") == "model")
+            for i, c in enumerate(self._closed[low:high], start=low)
+        ]
+        self._forms = FrozenTuple(self._forms[:low] + tuple(redone) + self._forms[high:])
+
+    def _restart(self) -> None:
+        self._open, self._closed = [], []
+        self._forms, self._signed_from, self._last_prompt = FrozenTuple(), _NEVER, -1
 
 
 class RequestForms:
@@ -263,13 +370,15 @@ class RequestForms:
         self._merged[key] = (tuple(group), made)
         return made
 
+    def size(self) -> int:
+        return len(self._forms) + len(self._merged)
+
     def keep(self, contents: Sequence[Any]) -> None:
-        """Forget the forms of contents that left the history (compression, a new
-        session): the memory stays proportional to the history."""
-        if len(self._forms) + len(self._merged) > 2 * len(contents) + 64:
-            live = {id(c) for c in contents}
-            self._forms = {k: v for k, v in self._forms.items() if k[0] in live}
-            self._merged = {k: v for k, v in self._merged.items() if all(i in live for i in k)}
+        """Forget the forms of contents other than ``contents`` (what left the history:
+        a compression, a new session), so the memory stays proportional to the history."""
+        live = {id(c) for c in contents}
+        self._forms = {k: v for k, v in self._forms.items() if k[0] in live}
+        self._merged = {k: v for k, v in self._merged.items() if all(i in live for i in k)}
 
 
 def _strip_ids(content: dict[str, Any]) -> None:
@@ -285,20 +394,6 @@ def _strip_ids(content: dict[str, Any]) -> None:
 def _strip_prefix(call_id: str, name: str) -> str:
     prefix = f"{name}__"
     return call_id[len(prefix) :] if name and call_id.startswith(prefix) else call_id
-
-
-def _active_loop_start(contents: Sequence[Any]) -> int:
-    """Where the active loop starts: the last user turn with text and no function
-    response; -1 when there is none."""
-    for i in range(len(contents) - 1, -1, -1):
-        parts = contents[i].get("parts") or ()
-        if (
-            contents[i].get("role") == "user"
-            and any(p.get("text") for p in parts)
-            and not any(p.get("functionResponse") for p in parts)
-        ):
-            return i
-    return -1
 
 
 def _sign(content: dict[str, Any]) -> None:

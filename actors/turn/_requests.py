@@ -59,7 +59,7 @@ from ._core import (
     stopped_text,
 )
 from ._logic import (
-    RequestForms,
+    RequestBuilder,
     response_text,
     user_content,
 )
@@ -89,7 +89,7 @@ class TurnRequests:
         running: RunningTurn,
         receive: trio.MemoryReceiveChannel[Routed],
         saver: _compression.OutputSaver | None = None,
-        forms: RequestForms | None = None,
+        builder: RequestBuilder | None = None,
     ) -> None:
         self.port = port
         self.w = w
@@ -105,8 +105,8 @@ class TurnRequests:
         self.host_rounds = 0
         """Rounds of the headless host's tool loop (its own ``maxSessionTurns`` check)."""
         self.saver = saver
-        self.forms = forms if forms is not None else RequestForms()
-        """Each history content's request form, made once (``_logic.request_contents``)."""
+        self.builder = builder if builder is not None else RequestBuilder()
+        """The main requests' contents, made from what each adds (``_logic.RequestBuilder``)."""
         self.model = running.start.model
         self.deferred: collections.deque[Routed] = collections.deque()
         """Replies that arrived while the turn waited for something else (hooks)."""
@@ -307,7 +307,7 @@ class TurnRequests:
                     if settled is not None:
                         # Every call has its (cancelled) response: history stays valid.
                         parts = [p for c in settled.calls for p in c.response_parts]
-                        self.h.added.append(user_content(parts))
+                        self.h.add(user_content(parts))
                     raise _Cancelled
                 case CancelTurn():
                     cancelled = True

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from bus import DeliveryError, llm_shapes
-from bus.json_values import thaw
+from bus.json_values import FrozenTuple, thaw
 from bus.messages import (
     CancelGeneration,
     CancelTurn,
@@ -108,7 +108,7 @@ class _Turn(TurnRequests):
             before = await self._hooks("BeforeAgent", "", {"prompt": prompt_text})
             if before is not None:
                 if hook_stops(before):
-                    self.h.added.append(message)  # a stopped prompt stays in history
+                    self.h.add(message)  # a stopped prompt stays in history
                     await self._stopped(before, system_message_first=True)
                     raise _Done("agent_stopped")
                 if hook_blocks(before):
@@ -167,14 +167,14 @@ class _Turn(TurnRequests):
                     continue
                 outcome = await self._generate(message)
                 if outcome.stopped:
-                    self.h.added.append(message)
+                    self.h.add(message)
                     stop_reason = "agent_stopped"
                     break
                 if outcome.loop is not None:
                     # The stream was cut at the looping event: like any stream its consumer
                     # stops, a prompt is rolled back, function responses stay.
                     if is_function_response(message["parts"]):
-                        self.h.added.append(message)
+                        self.h.add(message)
                     stop, recovery = await self._strike(outcome.loop, bounded)
                     if stop is not None:
                         stop_reason = stop
@@ -189,7 +189,7 @@ class _Turn(TurnRequests):
                     # A failed request that answered tools keeps its function responses;
                     # a failed prompt is rolled back (Gemini CLI's rules).
                     if is_function_response(message["parts"]):
-                        self.h.added.append(message)
+                        self.h.add(message)
                     break
                 responses.append(outcome.text)
                 self.h.answered(message, outcome.content, outcome.prompt_tokens)
@@ -231,7 +231,7 @@ class _Turn(TurnRequests):
                 from_host = True
                 ended = settled_stop(settled, self.w.finish_tool)
                 if ended is not None:
-                    self.h.added.append(message)  # answered, not sent: the turn is over
+                    self.h.add(message)  # answered, not sent: the turn is over
                     stop_reason, error = ended
                     break
         except _Done as done:
@@ -244,7 +244,7 @@ class _Turn(TurnRequests):
                 session_id=self.sid,
                 turn_id=self.tid,
                 stop_reason=stop_reason,
-                history_added=tuple(self.h.added),
+                history_added=FrozenTuple(self.h.added),  # (frozen contents, all of them)
                 model_requests=self.requests,
                 error=error,
                 history_reset=self.h.reset,
@@ -319,7 +319,7 @@ class _Turn(TurnRequests):
         """One main model request, with the BeforeModel, BeforeToolSelection and
         AfterModel hook points around it."""
         model = self.model
-        contents: Any = request_contents(self.h.base + tuple(self.h.added), message, self.forms)
+        contents: Any = request_contents(self.h.log, message, self.builder)
         config: Any = dict(self.w.request_config(model))
         builder = ModelTurnBuilder(now_ms=self.w.wall_ms())
         # The hooks' view of the request, made only when a hook will see it (it walks the
@@ -476,7 +476,7 @@ class _Turn(TurnRequests):
         verdict = await self._check_loop("turn_started")
         if verdict.check_due:
             if self.r.cancel_requested_by is None:  # (a cancel may wait in ``deferred``)
-                verdict = await self._check_loop("llm_check", history=self.h.contents()[-LOOP_CHECK_HISTORY:])
+                verdict = await self._check_loop("llm_check", history=self.h.last(LOOP_CHECK_HISTORY))
             if self.r.cancel_requested_by is not None:
                 self.h.rollback()  # as for an aborted stream
                 raise _Cancelled

@@ -1,6 +1,7 @@
-"""A request's contents are made from each history content once (``RequestForms``):
-the same result as made afresh, and the same objects again for what did not change (the
-recorder then writes each content once and a long session's request costs no copy)."""
+"""A request's contents are made from what each request adds (``RequestBuilder``): the
+same result as Gemini CLI's rules applied afresh to the whole history (the reference
+below), and the same objects again for what did not change (the recorder then writes
+each content once and a long session's request costs no copy)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,45 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.turn._logic import RequestForms, request_contents, user_content
-from bus.json_values import freeze, thaw
+from actors.turn._logic import (
+    INTERRUPTED_TURN,
+    RequestBuilder,
+    _sign,
+    _strip_ids,
+    is_function_response,
+    request_contents,
+    user_content,
+)
+from bus.json_values import FrozenTuple, freeze, thaw
+
+
+def reference_contents(history: list[Any], message: Any) -> list[Any]:
+    """Gemini CLI's rules, applied to the whole history at once (plain JSON out)."""
+    items = [thaw(c) for c in history]
+    if (
+        not is_function_response(message["parts"])
+        and items
+        and items[-1]["role"] == "user"
+        and any("functionResponse" in p for p in items[-1]["parts"])
+    ):
+        items.append(thaw(INTERRUPTED_TURN))
+    items.append(thaw(message))
+    contents: list[Any] = []
+    for c in items:
+        if contents and contents[-1]["role"] == c["role"]:
+            contents[-1] = {**contents[-1], "parts": [*contents[-1]["parts"], *c["parts"]]}
+        else:
+            contents.append(c)
+    start = -1
+    for i, c in enumerate(contents):
+        texts = any(p.get("text") for p in c["parts"])
+        if c["role"] == "user" and texts and not any(p.get("functionResponse") for p in c["parts"]):
+            start = i
+    for i, c in enumerate(contents):
+        _strip_ids(c)
+        if start != -1 and i >= start and c["role"] == "model":
+            _sign(c)
+    return contents
 
 names = st.sampled_from(["read_file", "glob", ""])
 ids = st.one_of(st.none(), st.text(max_size=4), names.map(lambda n: f"{n}__x1"))
@@ -37,14 +75,40 @@ def contents(draw: st.DrawFn) -> Any:
 
 
 @given(st.lists(contents(), max_size=12), st.lists(contents(), min_size=1, max_size=4))
-def test_a_shared_cache_gives_what_a_fresh_one_gives(history: list[Any], messages: list[Any]) -> None:
-    forms = RequestForms()
+def test_a_shared_builder_gives_what_a_fresh_one_gives(history: list[Any], messages: list[Any]) -> None:
+    builder = RequestBuilder()
     grown: list[Any] = list(history)
     for message in messages:
-        shared = request_contents(tuple(grown), message, forms)
+        shared = request_contents(tuple(grown), message, builder)
         fresh = request_contents(tuple(grown), message)
-        assert thaw(shared) == thaw(fresh)
+        assert thaw(shared) == thaw(fresh) == reference_contents(grown, message)
         grown.append(message)
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["append", "request", "truncate", "copy", "other"]), contents(), st.integers(0, 12)),
+        max_size=30,
+    )
+)
+def test_a_list_that_grows_or_is_replaced_gives_what_the_rules_give(steps: list[tuple[str, Any, int]]) -> None:
+    """As the turn's history is used: one list appended to, and a new list for any other
+    change (a rollback, a compression, the next turn's)."""
+    builder = RequestBuilder()
+    log: list[Any] = []
+    for op, content, n in steps:
+        if op == "append":
+            log.append(content)
+        elif op == "truncate":
+            log = log[: min(n, len(log))]
+        elif op == "copy":
+            log = [*log, content]
+        elif op == "other":
+            log = [content, *log[n:]]
+        else:
+            made = builder.contents(log, content)
+            assert isinstance(made, FrozenTuple)
+            assert thaw(made) == reference_contents(log, content)
 
 
 def _call(i: int) -> tuple[Any, Any]:
@@ -55,13 +119,13 @@ def _call(i: int) -> tuple[Any, Any]:
 
 def test_the_same_contents_come_back_as_the_same_objects() -> None:
     """A tool loop: each request is the last one's contents plus a call and its answer."""
-    forms = RequestForms()
+    builder = RequestBuilder()
     history: list[Any] = [user_content([{"text": "read them"}])]
     previous: tuple[Any, ...] = ()
     for i in range(20):
         call, answer = _call(i)
         history.append(call)
-        contents = request_contents(tuple(history), answer, forms)
+        contents = request_contents(history, answer, builder)
         assert all(a is b for a, b in zip(previous, contents, strict=False))
         previous = contents
         history.append(answer)
@@ -69,5 +133,5 @@ def test_the_same_contents_come_back_as_the_same_objects() -> None:
     assert thaw(previous[1])["parts"][0]["functionCall"]["id"] == "0"
     assert thaw(previous[1])["parts"][0]["thoughtSignature"] == "skip_thought_signature_validator"
     # A new prompt ends the loop: the old calls go out unsigned again, as Gemini CLI sends them.
-    after = request_contents(tuple(history), user_content([{"text": "next"}]), forms)
+    after = request_contents(history, user_content([{"text": "next"}]), builder)
     assert "thoughtSignature" not in thaw(after[1])["parts"][0]
