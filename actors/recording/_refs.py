@@ -10,7 +10,9 @@ part of a file: the loader's, the cursor's).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+import itertools
+import operator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from bus.json_values import freeze, thaw
@@ -40,6 +42,12 @@ INTERNED_TYPES = frozenset(cls.__name__ for cls in INTERNED)
 
 
 
+def _shared_prefix(differs: Iterator[bool], *lengths: int) -> int:
+    """Where the first ``True`` of ``differs`` is (the shorter length when none is): at C
+    speed, no Python code runs per item."""
+    return next(itertools.compress(itertools.count(), differs), min(lengths))
+
+
 def _runs(numbers: list[int]) -> list[int | list[int]]:
     """``numbers`` with each run of consecutive ones of 3 or more as ``[first, last]``:
     a history is mostly the contents in the order they were first written, so the
@@ -64,37 +72,49 @@ class ContentTable:
 
     A content is known by a digest of its JSON text, so equal contents built apart
     share one number (not by ``==``: it holds ``1 == 1.0 == True``), and first, for
-    speed, by identity with the content at the same place in the last message of its
-    type (the session passes the same frozen objects from turn to turn). Only that last
-    message's contents are held here, and a digest for each distinct content: memory
-    stays what one history takes. A model request is built afresh each time, so each of
-    its contents is dumped to be known: a few microseconds a content, a few
-    milliseconds a request of a 300-turn session."""
+    speed, by identity with the contents of the last message of the same type, field
+    and role (the session passes the same frozen objects from turn to turn, and the turn
+    sends its requests' contents again as the same objects, a few new at the end). That
+    identity is compared at C speed, and only the contents after the shared part are
+    dumped: a long session's request costs what it adds. Only those last messages'
+    contents are held here, and a digest for each distinct content: memory stays what a
+    few histories take."""
 
     def __init__(self) -> None:
         self._by_digest: dict[bytes, int] = {}
-        self._last: dict[tuple[str, str], tuple[tuple[Any, ...], list[int]]] = {}
-        """The contents last written for each (message type, field), and their numbers."""
+        self._last: dict[tuple[str, str], list[int]] = {}
+        """The numbers last written for each (message type, field): what ``same``
+        counts against (the reader's rule)."""
+        self._like: dict[tuple[str, str, str], tuple[tuple[Any, ...], list[int]]] = {}
+        """The contents last written for each (message type, field, role), and their
+        numbers: what a new message's contents are compared with by identity (a
+        model request of the loop detector comes between two of the main loop's)."""
         self._last_whole: dict[tuple[str, str], tuple[Any, int]] = {}
 
-    def refer(self, type_name: str, field: str, values: tuple[Any, ...], defs: dict[str, Any]) -> Any:
+    def refer(
+        self, type_name: str, field: str, values: tuple[Any, ...], defs: dict[str, Any], role: str = ""
+    ) -> Any:
         """The ``refs`` entry of a list of contents (new ones added to ``defs``): the
         runs of their numbers, after as many as the list shares with the same field
         of the last message of its type (``{"same": k, "then": runs}``). A
         conversation mostly grows at its end, so a long one costs a few bytes a
         message."""
         key = (type_name, field)
-        prev_values, prev = self._last.get(key, ((), []))
-        numbers = [
-            prev[i] if i < len(prev_values) and prev_values[i] is v else self.intern(v, defs)
-            for i, v in enumerate(values)
-        ]
-        self._last[key] = (values, numbers)
-        same = 0
-        for a, b in zip(prev, numbers, strict=False):
-            if a != b:
-                break
-            same += 1
+        like_values, like = self._like.get((type_name, field, role), ((), []))
+        shared = _shared_prefix(map(operator.is_not, values, like_values), len(values), len(like_values))
+        numbers = like[:shared]
+        numbers.extend([self.intern(v, defs) for v in values[shared:]])
+        self._like[(type_name, field, role)] = (values, numbers)
+        prev = self._last.get(key, [])
+        self._last[key] = numbers
+        # The last message of the type was of this role too (the common case): what is
+        # shared by identity is shared by number, and only the rest is compared.
+        known = shared if prev is like else 0
+        same = known + _shared_prefix(
+            map(operator.ne, numbers[known:], prev[known:]),
+            len(numbers) - known,
+            len(prev) - known,
+        )
         if not same:
             return _runs(numbers)
         return {"same": same, "then": _runs(numbers[same:])}

@@ -67,7 +67,8 @@ def encode_line(env: Envelope, wall: str, scrubber: Scrubber, table: ContentTabl
         for name, each in fields:
             value = getattr(env.message, name)
             if each:
-                refs[name] = table.refer(type(env.message).__name__, name, value, defs)
+                role = str(getattr(env.message, "role", ""))
+                refs[name] = table.refer(type(env.message).__name__, name, value, defs, role)
             else:
                 refs[name] = table.refer_whole(type(env.message).__name__, name, value, defs)
         emptied: dict[str, Any] = {name: () for name, _ in fields}

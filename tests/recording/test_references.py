@@ -101,6 +101,56 @@ def test_any_sequence_of_histories_reads_back_as_written(histories: list[list[in
         assert encode_envelope(back) == encode_envelope(env)
 
 
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["main", "loop_detector"]), st.lists(st.sampled_from(range(6)), max_size=12)),
+        min_size=1,
+        max_size=8,
+    ),
+    st.lists(contents, min_size=6, max_size=6),
+)
+def test_model_requests_of_several_roles_read_back_as_written(
+    requests: list[tuple[str, list[int]]], pool: list[Any]
+) -> None:
+    """The writer knows contents by identity per role; the reader's ``same`` counts
+    against the last request of any role: both agree whatever the interleaving."""
+    table, refs = ContentTable(), ContentRefs()
+    for seq, (role, picks) in enumerate(requests, start=1):
+        msg = GenerateRequest(session_id="s", request_id=f"r{seq}", reply_to="t", method="generateContent",
+                              model="m", contents=tuple(pool[i] for i in picks), role=role)  # type: ignore[arg-type]
+        env = Envelope(seq=seq, session_id="s", sender="a", recipient="b", message=msg)
+        back = parse_line(encode_line(env, "w", Scrubber(), table), refs)
+        assert encode_envelope(back) == encode_envelope(env)
+
+
+class _CountingTable(ContentTable):
+    dumped = 0
+
+    def intern(self, value: Any, defs: dict[str, Any]) -> int:
+        self.dumped += 1
+        return super().intern(value, defs)
+
+
+def test_a_request_after_another_roles_dumps_only_its_new_contents() -> None:
+    """A long session's main request costs what it adds, even when the loop detector's
+    request (other contents) was written between two of them."""
+    table = _CountingTable()
+    history = tuple({"role": "user", "parts": [{"text": f"t{i}"}]} for i in range(200))
+    frozen = GenerateRequest(session_id="s", request_id="r", reply_to="t", method="generateContent",
+                             model="m", contents=history).contents
+
+    def write(seq: int, contents: tuple[Any, ...], role: str) -> None:
+        msg = GenerateRequest(session_id="s", request_id=f"r{seq}", reply_to="t", method="generateContent",
+                              model="m", contents=contents, config={}, role=role)  # type: ignore[arg-type]
+        encode_line(Envelope(seq=seq, session_id="s", sender="a", recipient="b", message=msg), "w", Scrubber(), table)
+
+    write(1, frozen[:100], "main")
+    write(2, frozen[80:100], "loop_detector")
+    table.dumped = 0
+    write(3, frozen[:102], "main")
+    assert table.dumped == 2  # the two new contents (an empty config is one shared object)
+
+
 def parse_line(line: str, refs: ContentRefs) -> Envelope:
     from actors.recording import decode_line
 
