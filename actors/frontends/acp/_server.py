@@ -262,7 +262,7 @@ class AcpServer:
             sid = params.get("sessionId") if isinstance(params, dict) else None
             session = self.sessions.get(sid) if isinstance(sid, str) else None
             if session is not None:
-                session.cancel()
+                session.cancel(withdraw=True)
                 return
         scope.cancel(reason="$/cancel_request from the ACP client")
 
@@ -520,7 +520,7 @@ class AcpServer:
         """``session/close``: its running work is cancelled (as ``session/cancel``), then
         it ends here (with ``--attach``: this connection stops following it)."""
         session = self._session(params)
-        session.cancel()
+        session.cancel(withdraw=True)
         await session.close("closed by the ACP client (session/close)")
         self.sessions.pop(session.session_id, None)
         return {}
@@ -536,7 +536,7 @@ class AcpServer:
             raise invalid_params(problem, sessionId=sid[:MAX_SESSION_ID])
         running = self.sessions.get(sid)
         if running is not None:
-            running.cancel()
+            running.cancel(withdraw=True)
             await running.close("deleted by the ACP client (session/delete)")
             self.sessions.pop(sid, None)
         if self.options.attach:

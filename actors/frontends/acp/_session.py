@@ -345,9 +345,14 @@ class AcpSession:
             return {"stopReason": "cancelled"}
         return {"stopReason": "end_turn", "_meta": zero_quota()}
 
-    def cancel(self) -> None:
+    def cancel(self, *, withdraw: bool = False) -> None:
         """``session/cancel``: the running turn, and prompts sent before the cancel that
-        have not started yet, end cancelled; so do the user's own calls."""
+        have not started yet, end cancelled; so do the user's own calls. The client
+        answers its pending permission requests itself (the spec's obligation after
+        ``session/cancel``): they are not withdrawn, unless ``withdraw`` (a cancel the
+        client did not send as ``session/cancel``)."""
+        if not withdraw:
+            self._asking.clear()  # the client's own "cancelled" answers them
         self._cancel_on_start |= set(self._prompts)
         if self._running_turn is not None:
             self._cancel_turn(self._running_turn)

@@ -145,9 +145,29 @@ async def test_cancel_request_ends_a_prompt_as_cancelled(tmp_path: Path, ws: Pat
 
 
 async def test_a_question_the_turn_no_longer_needs_is_withdrawn(tmp_path: Path, ws: Path) -> None:
-    """The client cancels the turn but leaves the permission request unanswered: the
-    agent withdraws it with ``$/cancel_request`` (the spec's cascade), and the prompt
-    ends ``cancelled``."""
+    """The user switches to yolo while a permission request waits: the call runs, and
+    the agent withdraws the question with ``$/cancel_request`` (the spec's cascade). A
+    ``session/cancel`` does not withdraw: the client answers its questions itself then."""
+    script = fake_responses(
+        tmp_path / "write.jsonl",
+        call_chunks(("write_file", {"file_path": "out.txt", "content": "x\n"})),
+        text_chunks("Wrote it."),
+    )
+    async with connected(options(tmp_path, script)) as (client, _):
+        await client.initialize()
+        client.permission = lambda params: None
+        sid = await new_session(client, ws)
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                results, asked = await prompt_until_asked(nursery, client, sid, "Create out.txt")
+                await client.call("session/set_mode", {"sessionId": sid, "modeId": "yolo"})
+                withdrawn = await client.wait_for(lambda f: f.get("method") == "$/cancel_request")
+        assert withdrawn["params"] == {"requestId": asked["id"]}
+        assert results[0]["stopReason"] == "end_turn"
+        assert (ws / "out.txt").read_text() == "x\n"
+
+
+async def test_session_cancel_leaves_the_question_to_the_client(tmp_path: Path, ws: Path) -> None:
     script = fake_responses(
         tmp_path / "write.jsonl",
         call_chunks(("write_file", {"file_path": "out.txt", "content": "x\n"})),
@@ -161,9 +181,11 @@ async def test_a_question_the_turn_no_longer_needs_is_withdrawn(tmp_path: Path, 
             async with trio.open_nursery() as nursery:
                 results, asked = await prompt_until_asked(nursery, client, sid, "Create out.txt")
                 await client.notify("session/cancel", {"sessionId": sid})
-                withdrawn = await client.wait_for(lambda f: f.get("method") == "$/cancel_request")
-        assert withdrawn["params"] == {"requestId": asked["id"]}
+                await client.wait_for(lambda f: f.get("result", {}).get("stopReason") == "cancelled")
+                # The spec's client answers the question "cancelled" after its cancel.
+                await client.send({"jsonrpc": "2.0", "id": asked["id"], "result": {"outcome": {"outcome": "cancelled"}}})
         assert results == [{"stopReason": "cancelled"}]
+        assert not [f for f in client.log if f.get("method") == "$/cancel_request"]
         assert not (ws / "out.txt").exists()
 
 
