@@ -4,9 +4,13 @@ One headless run (``agentbus -p … -o stream-json``) whose model calls ``read_f
 thousand times, one call a turn (a file each: the same call again would trip the loop
 detector), then answers. The time between consecutive ``tool_result`` events is a turn's
 cost; its mean over the twenty turns from turn 10, 100, 500 and near the last is recorded, each
-against the one at turn 10 (target: the last ≤ 1.2× turn 10). The loop detector's own
-model check takes answers from the same file now and then, so fewer than a thousand
-calls run. ``python -m tests.bench.bench_long_session`` runs only these rows.
+against the one at turn 10 (target: the last ≤ 1.2× turn 10). The same is recorded for
+the process's CPU time and for the bytes its recording grew by, read at each
+``tool_result`` line as it is written (the run goes through ``--probe``, which wraps the
+CLI's stdout in the same process): the wall rows move with the machine's load, the CPU
+and byte rows much less. The loop detector's own model check takes answers from the
+same file now and then, so fewer than a thousand calls run.
+``python -m tests.bench.bench_long_session`` runs only these rows.
 """
 
 from __future__ import annotations
@@ -15,8 +19,11 @@ import datetime
 import json
 import os
 import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 CALLS = 1000
 
@@ -43,7 +50,7 @@ def _responses(path: Path, ws: Path) -> None:
 
 
 def bench_long_session() -> None:
-    from tests.bench.__main__ import AGENTBUS
+    from tests.bench.__main__ import AGENTBUS, ROOT
     from tests.bench._table import record
 
     with tempfile.TemporaryDirectory(prefix="ablong") as tmp:
@@ -52,35 +59,77 @@ def bench_long_session() -> None:
         ws.mkdir()
         fake = root / "long.responses"
         _responses(fake, ws)
+        probe = root / "probe.json"
         env = {**os.environ, "HOME": str(root), "GEMINI_CLI_HOME": str(root), "AGENTBUS_DATA_DIR": str(root / "data")}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
         out = subprocess.run(
-            [str(AGENTBUS), "-p", "read them", "-m", "gemini-2.5-flash", "--fake-responses", str(fake),
+            [sys.executable, "-m", "tests.bench.bench_long_session", "--probe", str(probe), str(root / "data"),
+             str(AGENTBUS), "-p", "read them", "-m", "gemini-2.5-flash", "--fake-responses", str(fake),
              "-o", "stream-json", "--approval-mode", "yolo"],
             cwd=ws, env=env, capture_output=True, text=True, check=True, timeout=600,
         ).stdout
+        probed = json.loads(probe.read_text())
     stamps = [
-        datetime.datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()
+        datetime.datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp() * 1000
         for event in map(json.loads, out.splitlines())
         if event.get("type") == "tool_result"
     ]
-    def around(turn: int) -> float:
-        """The mean turn over the 20 turns from ``turn`` (the stamps are milliseconds)."""
-        return (stamps[turn + 20] - stamps[turn]) / 20 * 1000
-
-    base = around(10)
+    cpu = [c * 1000 for c, _ in probed]
+    written = [float(b) for _, b in probed]
     last = len(stamps) - 21
-    for turn in (10, 100, 500, last):
-        record(
-            f"long session: cost of turn {turn} (mean of the 20 from it)",
-            around(turn),
-            "ms",
-            baseline=base if turn != 10 else None,
-            target=f"baseline: turn 10; target: turn {last} <= 1.2x; {len(stamps)} calls ran" if turn == last else "",
-        )
+    for series, what, unit in ((stamps, "cost", "ms"), (cpu, "CPU", "ms"), (written, "bytes recorded", "B")):
+        base = _around(series, 10)
+        for turn in (10, 100, 500, last):
+            record(
+                f"long session: {what} of turn {turn} (mean of the 20 from it)",
+                _around(series, turn),
+                unit,
+                baseline=base if turn != 10 else None,
+                target=f"baseline: turn 10; target: turn {last} <= 1.2x; {len(stamps)} calls ran" if turn == last else "",
+            )
+
+
+def _around(series: list[float], turn: int) -> float:
+    """The mean step of ``series`` over the 20 turns from ``turn``."""
+    return (series[turn + 20] - series[turn]) / 20
+
+
+class _Tap:
+    """The CLI's stdout, noting the process's CPU time and its recording's size at each
+    ``tool_result`` line (``--probe``)."""
+
+    def __init__(self, out: Any, data_dir: Path) -> None:
+        self.out = out
+        self.sessions = data_dir / "sessions"
+        self.noted: list[tuple[float, int]] = []
+
+    def write(self, text: str) -> int:
+        if '"type":"tool_result"' in text:
+            size = sum(p.stat().st_size for p in self.sessions.glob("*.jsonl"))
+            self.noted.append((time.process_time(), size))
+        return int(self.out.write(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.out, name)
+
+
+def _probe(out: Path, data_dir: Path, argv: list[str]) -> int:
+    from actors.frontends import main
+
+    tap = _Tap(sys.stdout, data_dir)
+    sys.stdout = tap  # type: ignore[assignment]
+    sys.argv = argv
+    try:
+        return int(main() or 0)
+    finally:
+        sys.stdout = tap.out
+        out.write_text(json.dumps(tap.noted))
 
 
 BENCHMARKS = [bench_long_session]
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--probe"]:
+        sys.exit(_probe(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4:]))
     bench_long_session()
