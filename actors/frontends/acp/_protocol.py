@@ -137,15 +137,20 @@ def model_choices(model: str, *, fixed: bool = False) -> list[tuple[str, str, st
     return known
 
 
-def models_state(model: str, *, fixed: bool = False) -> dict[str, Any]:
-    """Gemini CLI's non-standard ``models`` (schema 0.10's unstable model selector)."""
-    available = []
+def _model_entries(model: str, id_key: str, *, fixed: bool) -> list[dict[str, Any]]:
+    """``model_choices`` as ``{<id_key>, name, description?}`` objects."""
+    entries = []
     for model_id, name, description in model_choices(model, fixed=fixed):
-        entry: dict[str, Any] = {"modelId": model_id, "name": name}
+        entry: dict[str, Any] = {id_key: model_id, "name": name}
         if description:
             entry["description"] = description
-        available.append(entry)
-    return {"availableModels": available, "currentModelId": model}
+        entries.append(entry)
+    return entries
+
+
+def models_state(model: str, *, fixed: bool = False) -> dict[str, Any]:
+    """Gemini CLI's non-standard ``models`` (schema 0.10's unstable model selector)."""
+    return {"availableModels": _model_entries(model, "modelId", fixed=fixed), "currentModelId": model}
 
 
 MODE_OPTION = "mode"
@@ -155,12 +160,6 @@ MODEL_OPTION = "model"
 def config_options(approval_mode: str, model: str, *, fixed_model: bool = False) -> list[dict[str, Any]]:
     """The session's config options (ACP's successor of ``modes`` and ``models``): the
     mode and the model, both ``select`` options, kept in step with ``modes``/``models``."""
-    models = []
-    for model_id, name, description in model_choices(model, fixed=fixed_model):
-        entry: dict[str, Any] = {"value": model_id, "name": name}
-        if description:
-            entry["description"] = description
-        models.append(entry)
     return [
         {
             "id": MODE_OPTION,
@@ -177,7 +176,7 @@ def config_options(approval_mode: str, model: str, *, fixed_model: bool = False)
             "category": "model",
             "type": "select",
             "currentValue": model,
-            "options": models,
+            "options": _model_entries(model, "value", fixed=fixed_model),
         },
     ]
 
