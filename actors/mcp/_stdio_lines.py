@@ -15,6 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
+MAX_LINE_CHARS = 128 * 2**20
+"""The longest line kept: the rest of a longer one (garbage, a binary stream) is
+dropped up to its newline, and the SDK is handed a line that is not JSON in its place
+(reported once as such), instead of the session's memory growing at the pipe's speed.
+A request whose answer was dropped ends at its timeout."""
+
 _TEXT_STREAM: Any = None
 """The SDK's ``TextReceiveStream`` (anyio's), taken from its module by ``install``."""
 
@@ -26,6 +32,9 @@ class _LineChunks:
     def __init__(self, transport_stream: Any, encoding: str = "utf-8", errors: str = "strict") -> None:
         self._text = _TEXT_STREAM(transport_stream, encoding=encoding, errors=errors)
         self._pending: list[str] = []
+        self._pending_chars = 0
+        self._dropping = False
+        """Past ``MAX_LINE_CHARS``: the rest of the line is dropped."""
 
     def __aiter__(self) -> _LineChunks:
         return self
@@ -40,17 +49,33 @@ class _LineChunks:
                 rest = "".join(self._pending)
                 self._pending.clear()
                 return rest
+            if self._dropping:
+                newline = chunk.find("\n")
+                if newline < 0:
+                    continue
+                self._dropping = False
+                chunk = chunk[newline + 1 :]
+                if not chunk:
+                    continue
             cut = chunk.rfind("\n") + 1
             if not cut:
                 self._pending.append(chunk)
+                self._pending_chars += len(chunk)
+                if self._pending_chars > MAX_LINE_CHARS:
+                    self._pending.clear()
+                    self._pending_chars = 0
+                    self._dropping = True
+                    return f"a line longer than {MAX_LINE_CHARS} characters (dropped)\n"
                 continue
             lines = chunk[:cut]
             if self._pending:
                 self._pending.append(lines)
                 lines = "".join(self._pending)
                 self._pending.clear()
+            self._pending_chars = 0
             if cut < len(chunk):
                 self._pending.append(chunk[cut:])
+                self._pending_chars = len(chunk) - cut
             return lines
 
     async def aclose(self) -> None:
