@@ -272,7 +272,6 @@ class GenaiBackend:
             if self._init_error is not None:
                 raise self._init_error.replace()  # a fresh exception per request
             raise BackendError("the live backend is not running", type="config")
-        contents = thaw(request.contents)
         attempt = Attempt()
         token = ATTEMPT.set(attempt)
         # The caller may be any trio task (the daemon's gateway serves requests from
@@ -280,14 +279,17 @@ class GenaiBackend:
         # trio looks the loop up in the calling task's context, so put it there.
         loop_token = trio_asyncio.current_loop.set(self._loop)
         try:
+            # A stream's contents go through the cache of converted contents; the other
+            # methods (single requests of the turn's own) take a plain copy.
             if request.method == "countTokens":
+                contents = thaw(request.contents)
                 result = await self._aio(client.aio.models.count_tokens)(model=request.model, contents=contents)
                 await emit(wire_json(result))
                 return request.model
             config = self._prepared(request.config)
             if request.method == "generateContent":
                 result = await self._aio(client.aio.models.generate_content)(
-                    model=request.model, contents=contents, config=config.model
+                    model=request.model, contents=thaw(request.contents), config=config.model
                 )
                 await emit(wire_json(result))
                 return request.model

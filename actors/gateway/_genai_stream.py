@@ -30,6 +30,8 @@ These are private functions of the SDK: without them (another SDK version)
 
 from __future__ import annotations
 
+import itertools
+import operator
 import warnings
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -97,6 +99,9 @@ class PreparedConfig:
 
 CONTENT_CACHE = 4096
 """Distinct contents kept converted (a few long sessions' histories)."""
+LAST_REQUESTS = 128
+"""Conversations whose last request is kept to compare the next one with (the most
+recent ones; a request of another, or an evicted one, is looked up item by item)."""
 CONTENT_KEYS = frozenset({"role", "parts"})
 TEXT_PART_KEYS = ("text", "thought")
 """A text part's fields, in the order the SDK's converters write them."""
@@ -125,6 +130,11 @@ class ContentCache:
         # ``1 == 1.0``, and mappings equal in another key order), so a hit counts only
         # for the same object or an exactly identical one.
         self._items: dict[tuple[bool, Any], tuple[Any, Any]] = {}
+        # The last request of each conversation (known by its first content's object)
+        # and what it converted to: the next one's contents are mostly the same objects
+        # and a few new ones, so what they share is found by identity at C speed and
+        # only the rest is looked up, item by item.
+        self._last: dict[tuple[bool, int], tuple[Any, list[Any]]] = {}
 
     def converted(self, api: Any, contents: Any) -> list[Any] | None:
         """The request body's ``contents`` for these (frozen) contents, or ``None``
@@ -132,8 +142,30 @@ class ContentCache:
         refuses that)."""
         if not contents:
             return None
-        out = []
         vertexai = bool(api.vertexai)
+        key = (vertexai, id(contents[0]))
+        last = self._last.pop(key, None)
+        out: list[Any] = []
+        if last is not None and last[0][0] is contents[0]:  # (the entry keeps that object alive)
+            prev, prev_out = last
+            shared = next(
+                itertools.compress(itertools.count(), map(operator.is_not, contents, prev)), min(len(contents), len(prev))
+            )
+            out = prev_out[:shared]
+            contents_left = contents[shared:]
+        else:
+            contents_left = contents
+        rest = self._each(vertexai, api, contents_left)
+        if rest is None:
+            return None
+        out.extend(rest)
+        self._last[key] = (tuple(contents), out)
+        if len(self._last) > LAST_REQUESTS:
+            del self._last[next(iter(self._last))]
+        return list(out)
+
+    def _each(self, vertexai: bool, api: Any, contents: Any) -> list[Any] | None:
+        out = []
         for item in contents:
             if not (isinstance(item, Mapping) and "parts" in item and item.keys() <= CONTENT_KEYS):
                 return None

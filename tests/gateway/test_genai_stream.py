@@ -23,7 +23,7 @@ from actors.gateway import BackendError
 from actors.gateway import _genai_stream as genai_stream
 from actors.gateway._fake import FakeEntry
 from actors.gateway._genai import GenaiBackend, GenaiSettings
-from bus.json_values import freeze
+from bus.json_values import freeze, thaw
 from bus.messages import GenerateRequest
 from tests.fakes.gemini_server import FakeGeminiServer, RecordedRequest
 
@@ -206,6 +206,22 @@ def test_contents_converted_one_by_one_or_written_directly_are_what_the_sdk_make
     assert cache.converted(api, freeze(contents)) == want
     assert cache.converted(api, freeze(contents)) == want  # from the cache
     assert json.dumps(cache.converted(api, freeze(contents))) == json.dumps(want)  # key order too
+
+
+@pytest.mark.parametrize("api", APIS.values(), ids=APIS.keys())
+@settings(max_examples=60, deadline=None)
+@given(pool=CONTENTS_LISTS, steps=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 3)), min_size=1, max_size=6))
+def test_requests_sharing_their_first_contents_convert_as_the_sdk_does(
+    api: Any, pool: list[Any], steps: list[tuple[int, int]]
+) -> None:
+    """A conversation's requests: the same content objects again, cut or grown at the
+    end (and others); what is shared with the last request comes from it."""
+    cache = genai_stream.ContentCache()
+    frozen = [freeze(c) for c in pool]
+    for keep, fresh in steps:
+        contents = (*frozen[: keep + 1], *[freeze(c) for c in pool[:fresh]])
+        want = sdk_contents(api, [thaw(c) for c in contents])
+        assert json.dumps(cache.converted(api, contents)) == json.dumps(want)
 
 
 @pytest.mark.parametrize("api", APIS.values(), ids=APIS.keys())
