@@ -48,11 +48,12 @@ CHUNK_MS = 30
 STAMP = re.compile(r"⟨(\d+\.\d+)⟩")
 
 
-def _script(path: Path) -> Path:
+def _script(path: Path, turns: int = TURNS, chunk_count: int = CHUNKS) -> Path:
+    """A fake-responses file: ``turns`` answers of ``chunk_count`` text chunks each."""
     lines = []
-    for turn in range(TURNS):
+    for turn in range(turns):
         chunks: list[dict[str, Any]] = []
-        for i in range(CHUNKS):
+        for i in range(chunk_count):
             words = " ".join(hashlib.sha256(f"{turn}.{i}.{j}".encode()).hexdigest()[:8] for j in range(6))
             chunks.append({"candidates": [{"content": {"role": "model", "parts": [{"text": words + " "}]}}]})
         chunks[-1]["candidates"][0]["finishReason"] = "STOP"

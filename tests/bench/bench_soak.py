@@ -19,8 +19,6 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
 import statistics
 import subprocess
@@ -36,6 +34,7 @@ import trio
 
 from tests.bench._table import record
 from tests.bench.bench_daemon import STAMP, _cpu_s, _rss_kb
+from tests.bench.bench_daemon import _script as daemon_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSIONS = 100
@@ -49,16 +48,7 @@ SAMPLE_EVERY = 1000
 
 
 def _script(path: Path, turns: int) -> Path:
-    lines = []
-    for turn in range(turns):
-        chunks: list[dict[str, Any]] = []
-        for i in range(CHUNKS):
-            words = " ".join(hashlib.sha256(f"{turn}.{i}.{j}".encode()).hexdigest()[:8] for j in range(6))
-            chunks.append({"candidates": [{"content": {"role": "model", "parts": [{"text": words + " "}]}}]})
-        chunks[-1]["candidates"][0]["finishReason"] = "STOP"
-        lines.append(json.dumps({"method": "generateContentStream", "response": chunks}))
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return daemon_script(path, turns, CHUNKS)
 
 
 @contextmanager
