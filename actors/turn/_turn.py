@@ -270,7 +270,7 @@ class _Turn(TurnRequests):
         configured = self.start.model
         if configured == "auto" and self.w.classifier_request is not None:
             contents, config = self.w.classifier_request(
-                request_contents(self.start.history, message)
+                request_contents(self.h.log, message, self.builder)
             )
             chosen = await self._classify(contents, config)
             self.model = chosen
