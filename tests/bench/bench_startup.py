@@ -43,17 +43,22 @@ PHASES = ("imports", "settings", "flags", "session setup", "rest of prepare", "a
 
 def phases() -> dict[str, float]:
     """Run a headless ``-p hi`` in this process; each phase's seconds."""
+    import gc
+
     stamps: list[tuple[str, float]] = [("start", time.perf_counter())]
 
     def stamp(name: str) -> None:
         stamps.append((name, time.perf_counter()))
 
+    gc.disable()  # as `agentbus` (actors.frontends.main) imports
     import actors.frontends  # noqa: F401  (the entry point, as `agentbus` imports it)
     from actors.frontends.headless import prepare, run_prepared
     from actors.host.args import parse_headless
     from actors.host.settings import workspace_settings
     from actors.host.setup import approval_mode_from, model_from, session_setup
 
+    gc.freeze()  # then on again, what the imports made frozen out of its passes
+    gc.enable()
     stamp("imports")
     settings = workspace_settings()
     stamp("settings")
