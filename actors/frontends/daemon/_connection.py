@@ -744,8 +744,10 @@ class ConnectionActor:
         return max(expected, nxt)
 
 
-SHARED_FRAME_MAX = 1 << 16
-"""Frames up to this size are kept for the session's other subscribers."""
+SHARED_FRAME_MAX = 1 << 14
+"""Frames up to this size are kept for the session's other subscribers (a session keeps
+at most ``SHARED_FRAMES_KEPT`` of them: 1 MiB at worst; larger frames, rare, are
+encoded per connection)."""
 SHARED_FRAMES_KEPT = 64
 """How many recent frames a session with several subscribers keeps."""
 
