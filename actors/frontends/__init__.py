@@ -64,7 +64,8 @@ def _dispatch(args: list[str]) -> int:
     if args and args[0] == "acp":
         from actors.frontends.acp import main as acp_main
 
-        _loaded()
+        # Its imports go on in a thread while it answers initialize; it turns the
+        # collector on when they are in.
         return acp_main(args[1:])
     if args and args[0] == "agents":
         from actors.frontends.agents import main as agents_main

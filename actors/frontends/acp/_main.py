@@ -11,6 +11,7 @@ main thread only answers, so no module is imported by both at once.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import threading
@@ -122,6 +123,9 @@ def main(argv: Sequence[str]) -> int:
     warm.start()
     caps, leftover = answer_initialize(0, 1)
     warm.join()
+    if not gc.isenabled():  # `agentbus` imports with the collector off (actors.frontends.main)
+        gc.freeze()
+        gc.enable()
     # Nothing may print on the protocol stream: stray prints go to stderr.
     sys.stdout = sys.stderr
     import trio
