@@ -1,0 +1,307 @@
+"""The NATS adapter: nats-py (asyncio) bridged into trio, and NATS's errors as ours.
+
+This is the one module of the cluster where asyncio runs. ``open_link`` opens a
+trio-asyncio loop for the connection's lifetime (as the gateway does for google-genai)
+and every call crosses the bridge once (``aio_as_trio``); nothing of asyncio leaks out:
+callers see trio coroutines and ``actors.cluster.errors``. nats-py is the official
+client; a trio-native one would save the bridge's hop per call (see docs/cluster.md for
+what one append costs through it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import attrs
+import nats
+import trio
+import trio_asyncio
+from nats import errors as nats_errors
+from nats.js import api as js_api
+from nats.js import errors as js_errors
+
+from actors.cluster.errors import (
+    ClusterError,
+    Fenced,
+    LeaseLost,
+    NoQuorum,
+    Taken,
+    TooLarge,
+    Unauthorized,
+    Unreachable,
+)
+
+_T = TypeVar("_T")
+EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+WRONG_LAST_SEQUENCE = (10071, 10164)
+"""JetStream's error codes for an append whose expected last sequence is not the last
+(with the actual one; without it, as a clustered stream may say)."""
+NO_PEERS = 10005
+"""JetStream's error code for a stream it cannot place: too few of its servers are up."""
+DUPLICATE_IN_PROCESS = 10158
+"""An append tried again while its earlier try is still in the stream's hands."""
+CONNECT_TIMEOUT_S = 5.0
+REQUEST_TIMEOUT_S = 5.0
+
+
+@attrs.frozen(kw_only=True)
+class Credentials:
+    """What a NATS server may ask of a client (all optional)."""
+
+    user: str = ""
+    password: str = attrs.field(default="", repr=False)
+    token: str = attrs.field(default="", repr=False)
+    nkey_seed_file: str = ""
+    """A file holding an nkey seed (``SU...``), as ``nats-server`` users are given."""
+    tls_ca_file: str = ""
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+
+
+@attrs.frozen
+class StoredMessage:
+    seq: int
+    data: bytes
+    headers: dict[str, str]
+
+
+class NatsLink:
+    """One connection to a NATS server, usable from trio."""
+
+    def __init__(self, nc: Any, js: Any, loop: Any, url: str) -> None:
+        self._nc = nc
+        self._js = js
+        self._loop = loop
+        self.url = url
+
+    @property
+    def max_payload(self) -> int:
+        """The largest message the server takes (its ``max_payload``)."""
+        return int(self._nc.max_payload)
+
+    async def _call(self, what: str, fn: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any) -> _T:
+        try:
+            result: _T = await trio_asyncio.aio_as_trio(fn, loop=self._loop)(*args, **kwargs)
+            return result
+        except ClusterError:
+            raise
+        except Exception as exc:
+            raise translate(exc, what, self.url) from exc
+
+    # -- streams --------------------------------------------------------------------------------
+    async def ensure_stream(self, name: str, subjects: list[str], *, replicas: int = 1) -> None:
+        """The stream ``name`` over ``subjects`` (created if absent)."""
+        config = js_api.StreamConfig(
+            name=name, subjects=subjects, num_replicas=replicas, storage=js_api.StorageType.FILE, allow_direct=True
+        )
+        await self._call(f"creating stream {name}", self._js.add_stream, config)
+
+    async def delete_stream(self, name: str) -> None:
+        await self._call(f"deleting stream {name}", self._js.delete_stream, name)
+
+    async def append(self, subject: str, data: bytes, *, expected_last: int | None, headers: dict[str, str] | None = None) -> int:
+        """Store ``data`` on ``subject``; its sequence number in the stream. With
+        ``expected_last``, only if that is the subject's last sequence (0: none yet),
+        else ``Fenced``."""
+        sent = dict(headers or {})
+        if expected_last is not None:
+            sent[EXPECTED_LAST_SUBJECT_SEQ] = str(expected_last)
+        if len(data) > self.max_payload:
+            raise TooLarge(f"a message of {len(data)} bytes is over the server's limit ({self.max_payload} bytes)")
+        try:
+            ack = await self._call(f"appending to {subject}", self._js.publish, subject, data, headers=sent or None, timeout=REQUEST_TIMEOUT_S)
+        except _NoStream:
+            # Either no stream takes the subject any more, or its stream has no leader
+            # (a cluster short of servers): JetStream's metadata tells which.
+            try:
+                await self._call(f"finding the stream of {subject}", self._js.find_stream_name_by_subject, subject)
+            except _NotFound:
+                raise ClusterError(f"appending to {subject}: no stream takes it (was the stream deleted?)") from None
+            raise NoQuorum(f"appending to {subject}: its stream has no leader now (too few servers are up)") from None
+        return int(ack.seq)
+
+    async def last_message(self, stream: str, subject: str) -> StoredMessage | None:
+        """``subject``'s last message; None if it has none."""
+        try:
+            msg = await self._call(f"reading {subject}", self._js.get_last_msg, stream, subject)
+        except _NotFound:
+            return None
+        return StoredMessage(int(msg.seq), bytes(msg.data or b""), dict(msg.headers or {}))
+
+    async def read(self, stream: str, subject: str, from_seq: int = 1) -> AsyncIterator[StoredMessage]:
+        """``subject``'s messages from stream sequence ``from_seq`` on, in order."""
+        seq = max(1, from_seq)
+        while True:
+            try:
+                msg = await self._call(f"reading {subject}", self._js.get_msg, stream, seq=seq, subject=subject, next=True)
+            except _NotFound:
+                return
+            yield StoredMessage(int(msg.seq), bytes(msg.data or b""), dict(msg.headers or {}))
+            seq = int(msg.seq) + 1
+
+    # -- key-value buckets ------------------------------------------------------------------------
+    async def bucket(self, name: str, *, ttl_s: float, replicas: int = 1) -> Bucket:
+        """The key-value bucket ``name`` (created if absent) whose entries the server
+        expires ``ttl_s`` after their last write."""
+        config = js_api.KeyValueConfig(bucket=name, ttl=ttl_s, replicas=replicas, history=1)
+        kv = await self._call(f"opening bucket {name}", self._js.create_key_value, config)
+        return Bucket(self, kv, name)
+
+
+class Bucket:
+    def __init__(self, link: NatsLink, kv: Any, name: str) -> None:
+        self._link = link
+        self._kv = kv
+        self.name = name
+
+    async def get(self, key: str) -> tuple[bytes, int] | None:
+        try:
+            entry = await self._link._call(f"reading {self.name}/{key}", self._kv.get, key)
+        except _NotFound:
+            return None
+        return bytes(entry.value or b""), int(entry.revision)
+
+    async def create(self, key: str, value: bytes) -> int:
+        """Write ``key`` if nobody holds it; its revision. Held: ``Taken``."""
+        try:
+            return int(await self._link._call(f"taking {self.name}/{key}", self._kv.create, key, value))
+        except _WrongRevision:
+            held = await self.get(key)
+            owner = held[0].decode("utf-8", "replace") if held else ""
+            raise Taken(f"{self.name}/{key} is held by {owner or 'another node'}", owner=owner) from None
+
+    async def update(self, key: str, value: bytes, *, last: int) -> int:
+        """Write ``key`` if its revision is still ``last``; the new revision. Else
+        ``LeaseLost``."""
+        try:
+            return int(await self._link._call(f"renewing {self.name}/{key}", self._kv.update, key, value, last=last))
+        except _WrongRevision:
+            raise LeaseLost(f"{self.name}/{key} changed since revision {last} (expired or taken over)") from None
+
+    async def delete(self, key: str, *, last: int) -> None:
+        try:
+            await self._link._call(f"releasing {self.name}/{key}", self._kv.delete, key, last=last)
+        except (_WrongRevision, _NotFound):
+            raise LeaseLost(f"{self.name}/{key} changed since revision {last}") from None
+
+
+class _NotFound(ClusterError):
+    pass
+
+
+class _WrongRevision(ClusterError):
+    pass
+
+
+class _NoStream(ClusterError):
+    pass
+
+
+def translate(exc: BaseException, what: str, url: str) -> ClusterError:
+    """A NATS error as a ``ClusterError`` saying what failed and why."""
+    if isinstance(exc, js_errors.KeyWrongLastSequenceError):
+        return _WrongRevision(str(exc))
+    if isinstance(exc, js_errors.KeyNotFoundError | js_errors.KeyDeletedError | js_errors.NotFoundError):
+        return _NotFound(str(exc))
+    if isinstance(exc, js_errors.APIError):
+        if exc.err_code in WRONG_LAST_SEQUENCE:
+            found = re.search(r"(\d+)\s*$", exc.description or "")
+            return Fenced(
+                f"{what}: another writer appended since (the stream's last is {found.group(1) if found else 'newer'})",
+                actual=int(found.group(1)) if found else None,
+            )
+        if exc.err_code == DUPLICATE_IN_PROCESS:
+            return NoQuorum(f"{what}: an earlier try of it is still being stored; try again")
+        if exc.code == 503 or exc.err_code == NO_PEERS:
+            return NoQuorum(f"{what}: JetStream is not available ({exc.description}); too few servers are up")
+        if exc.code in (401, 403):
+            return Unauthorized(f"{what}: {exc.description}")
+        return ClusterError(f"{what}: {exc.description or exc} (code {exc.err_code or exc.code})")
+    if isinstance(exc, js_errors.NoStreamResponseError):
+        return _NoStream(f"{what}: no stream answered")
+    if isinstance(exc, nats_errors.MaxPayloadError):
+        return TooLarge(f"{what}: {exc}")
+    if isinstance(exc, nats_errors.NoRespondersError | nats_errors.TimeoutError | asyncio.TimeoutError | js_errors.ServiceUnavailableError):
+        return NoQuorum(f"{what}: no JetStream answer in time (a stream without a quorum, or no server up)")
+    if isinstance(exc, nats_errors.AuthorizationError):
+        return Unauthorized(f"{url}: the server refused the credentials")
+    if isinstance(exc, nats_errors.ConnectionClosedError | nats_errors.NoServersError | OSError):
+        return Unreachable(f"{what}: no NATS server answers at {url} ({exc or type(exc).__name__})")
+    return ClusterError(f"{what}: {type(exc).__name__}: {exc}")
+
+
+@asynccontextmanager
+async def open_link(url: str, credentials: Credentials | None = None, *, name: str = "agentbus") -> AsyncIterator[NatsLink]:
+    """A connection to the NATS server at ``url`` (or any of a comma-separated list: a
+    cluster's servers, reconnected to in turn when one goes) for the block's duration."""
+    try:
+        async with _link(url, credentials or Credentials(), name) as link:
+            yield link
+    except BaseExceptionGroup as group:
+        # trio-asyncio's loop runs in nurseries: an error of ours (or of the block)
+        # comes out of them alone in nested groups; it is raised as itself.
+        lone: BaseException = group
+        while isinstance(lone, BaseExceptionGroup) and len(lone.exceptions) == 1:
+            lone = lone.exceptions[0]
+        if isinstance(lone, BaseExceptionGroup):
+            raise
+        raise lone from lone.__cause__
+
+
+@asynccontextmanager
+async def _link(url: str, creds: Credentials, name: str) -> AsyncIterator[NatsLink]:
+    async with trio_asyncio.open_loop() as loop:
+        auth_failed: list[BaseException] = []
+
+        async def error_cb(exc: Exception) -> None:
+            if isinstance(exc, nats_errors.AuthorizationError) or "authorization" in str(exc).lower():
+                auth_failed.append(exc)
+
+        options: dict[str, Any] = {
+            "servers": [u.strip() for u in url.split(",") if u.strip()],
+            "name": name,
+            "connect_timeout": CONNECT_TIMEOUT_S,
+            "allow_reconnect": True,
+            "max_reconnect_attempts": -1,
+            "reconnect_time_wait": 0.5,
+            "error_cb": error_cb,
+        }
+        if creds.user:
+            options["user"], options["password"] = creds.user, creds.password
+        if creds.token:
+            options["token"] = creds.token
+        if creds.nkey_seed_file:
+            options["nkeys_seed"] = creds.nkey_seed_file
+        if creds.tls_ca_file or creds.tls_cert_file:
+            import ssl
+
+            ctx = ssl.create_default_context(cafile=creds.tls_ca_file or None)
+            if creds.tls_cert_file:
+                ctx.load_cert_chain(creds.tls_cert_file, creds.tls_key_file or None)
+            options["tls"] = ctx
+
+        async def connect() -> Any:
+            # A first connection tries each server twice, then fails (nats-py would
+            # otherwise go on for minutes: its reconnection budget applies here too).
+            return await nats.connect(**{**options, "max_reconnect_attempts": 1})
+
+        try:
+            nc = await trio_asyncio.aio_as_trio(connect, loop=loop)()
+        except Exception as exc:
+            if auth_failed or "authorization" in str(exc).lower():
+                raise Unauthorized(f"{url}: the server refused the credentials") from exc
+            raise translate(exc, "connecting", url) from exc
+        # From here on a server restarting (or a cluster's other servers) is waited for.
+        nc.options["max_reconnect_attempts"] = -1
+        try:
+            yield NatsLink(nc, nc.jetstream(timeout=REQUEST_TIMEOUT_S), loop, url)
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(2):
+                try:
+                    await trio_asyncio.aio_as_trio(nc.close, loop=loop)()
+                except Exception:  # closing a connection already gone
+                    pass
