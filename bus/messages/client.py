@@ -216,13 +216,20 @@ class Unsubscribe:
 
 @attrs.frozen(kw_only=True)
 class Prompt:
-    """Request: submit a prompt; ``@path`` references in ``text`` are expanded by the
-    daemon unless ``parts`` are given. Answered by ``PromptAccepted``."""
+    """Request: submit a prompt. Unless ``parts`` are given, the daemon (which holds the
+    session's MCP servers) runs ``text`` as an MCP prompt's command (``/<prompt> args``)
+    or expands its ``@`` references (files, ``@server:uri`` resources); one that cannot
+    be carried out, and ``/<prompt> help``, is answered ``invalid`` in one line.
+    Answered by ``PromptAccepted``."""
 
     session_id: str
     request_id: str
     text: str
     parts: tuple[JsonValue, ...] = json_tuple()
+    """The prompt's parts as they are: ``text`` is then only shown."""
+    attachments: tuple[JsonValue, ...] = json_tuple()
+    """Parts that follow those of ``text``'s expansion (images, embedded context an
+    editor sent beside the text)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -12,7 +12,10 @@ following it) and other clients may answer its approvals first; its tools run in
 daemon and read and write the daemon's disk (the client's ``fs/*`` serves only the
 permission diffs); ``session/set_model`` is not offered (the daemon has no such
 request); a mode change waits for the running turn to end (the daemon restarts the
-session's actors for it). ``session/load`` replays the recording from the local data
+session's actors for it). The daemon holds the session's MCP servers: their prompts are
+listed from it (``ListMcpServers``), and a prompt's text goes to it as typed (``Prompt``:
+it runs ``/<prompt> args`` and expands ``@`` references, files and MCP resources, on
+its side; images and embedded context follow as ``attachments``). ``session/load`` replays the recording from the local data
 directory, then follows the session from the next sequence number, gap-free.
 
 Accepts: the daemon's events (``Envelope``, ``SubscriptionEnded``, ``DaemonStopping``).
@@ -40,8 +43,15 @@ from actors.frontends.acp._rpc import (
     RESOURCE_NOT_FOUND,
     RpcError,
 )
-from actors.frontends.acp._session import AcpOptions, AcpSession, Peer, Started, replay_of
-from actors.frontends.acp._view import Closed, Configured, Effect, SessionView, Update
+from actors.frontends.acp._session import (
+    AcpOptions,
+    AcpSession,
+    Peer,
+    Started,
+    command_entry,
+    replay_of,
+)
+from actors.frontends.acp._view import Closed, Configured, Effect, SessionView, Update, zero_quota
 from actors.frontends.daemon.client import DaemonClient, DaemonError, TcpAddress, open_client
 from actors.frontends.daemon.paths import DaemonPaths
 from actors.recording import RecordingError, load_recording, recording_path
@@ -126,6 +136,12 @@ class AttachedSession(AcpSession):
         super().__init__(peer, options, session_id=session_id or "", workspace=workspace)
         self.link = link
         self.load = session_id is not None
+        self._mcp_entries: list[dict[str, Any]] = []
+
+    expands_prompts = False  # the daemon runs MCP prompts and reads @ references
+
+    def mcp_commands(self) -> list[dict[str, Any]]:
+        return self._mcp_entries
 
     @property
     def client(self) -> DaemonClient:
@@ -147,6 +163,15 @@ class AttachedSession(AcpSession):
             raise daemon_error(exc) from None
         summary = ready.summary
         self.session_id = ready.session_id
+        try:
+            # The daemon holds the session's MCP servers: their prompts are its commands.
+            listed = await self.client.list_mcp_servers(self.session_id)
+        except DaemonError as exc:
+            raise daemon_error(exc) from None
+        self._mcp_entries = [
+            command_entry(p.command, p.description, [(a, a in p.required) for a in p.arguments])
+            for p in sorted((p for s in listed.servers for p in s.prompts), key=lambda p: p.command)
+        ]
         self.address = self.client.address
         workspace = Path(summary.workspace or self.workspace)
         tools = {t.name: t for t in builtin_tools(summary.model)}
@@ -223,13 +248,20 @@ class AttachedSession(AcpSession):
             raise daemon_error(exc) from None
 
     async def _submit(self, prompt_id: str, parts: tuple[Any, ...], text: str) -> None:
+        # ``text`` is expanded in the daemon (its MCP prompt command run, its @ references
+        # read); ``parts`` are those beside it.
+        request = Prompt(session_id=self.session_id, request_id=prompt_id, text=text, attachments=parts)
         try:
-            accepted = await self._call(
-                self.client.request(Prompt(session_id=self.session_id, request_id=prompt_id, text=text, parts=parts))
-            )
-        except RpcError:
-            self._prompts.pop(prompt_id, None)  # refused (too large, say): no turn will answer it
-            raise
+            accepted = await self.client.request(request)
+        except DaemonError as exc:
+            waiter = self._prompts.pop(prompt_id, None)  # refused: no turn will answer it
+            if exc.code != "invalid" or waiter is None:
+                raise daemon_error(exc) from None
+            # A command or reference that cannot be carried out (or ``/<prompt> help``):
+            # one message, as in an in-process session; the session goes on.
+            await self._say(exc.message)
+            waiter.set({"stopReason": "end_turn", "_meta": zero_quota()})
+            return
         if isinstance(accepted, PromptAccepted) and accepted.prompt_id != prompt_id:
             waiter = self._prompts.pop(prompt_id, None)
             if waiter is not None:

@@ -230,6 +230,11 @@ class AcpSession:
     async def close(self, reason: str) -> None:
         raise NotImplementedError
 
+    expands_prompts = True
+    """Whether this process runs a prompt's MCP command and expands its ``@`` references
+    (else the process holding the session's MCP servers, the daemon, does: ``_submit``
+    then gets the text and only the parts beside it)."""
+
     def _ready(self) -> bool:
         return self._nursery is not None and not self._closing and not self._closed.is_set()
 
@@ -267,6 +272,8 @@ class AcpSession:
                 await self._say(self._command(name))
                 return {"stopReason": "end_turn", "_meta": zero_quota()}
         text, extra = prompt_parts(blocks)
+        if not self.expands_prompts:
+            return await self._prompt(text, [], extra)
         try:
             # An MCP prompt's command, and @ references (files, MCP resources): a
             # failure is one message, nothing reaches the model, the session goes on.
@@ -286,6 +293,9 @@ class AcpSession:
         except McpInputError as exc:
             await self._say(exc.message)
             return {"stopReason": "end_turn", "_meta": zero_quota()}
+        return await self._prompt(text, parts, extra)
+
+    async def _prompt(self, text: str, parts: list[dict[str, Any]], extra: list[dict[str, Any]]) -> Mapping[str, Any]:
         prompt_id = new_id()
         waiter: Waiter[Mapping[str, Any]] = Waiter()
         self._prompts[prompt_id] = waiter
@@ -300,19 +310,12 @@ class AcpSession:
         return mcp
 
     def mcp_commands(self) -> list[dict[str, Any]]:
-        """The session's MCP prompts as ``available_commands_update`` entries (their
-        arguments as the input hint: required ones bare, the others in brackets)."""
+        """The session's MCP prompts as ``available_commands_update`` entries."""
         mcp = self._mcp()
-        out: list[dict[str, Any]] = []
-        for command in sorted(mcp.commands.values(), key=lambda c: c.command) if mcp else ():
-            entry: dict[str, Any] = {"name": command.command, "description": command.description}
-            names = [
-                str(a.get("name")) if a.get("required") else f"[{a.get('name')}]" for a in command.arguments
-            ]
-            if names:
-                entry["input"] = {"hint": " ".join(names)}
-            out.append(entry)
-        return out
+        return [
+            command_entry(c.command, c.description, [(str(a.get("name")), bool(a.get("required"))) for a in c.arguments])
+            for c in sorted(mcp.commands.values(), key=lambda c: c.command)
+        ] if mcp else []
 
     async def _say(self, text: str) -> None:
         await self._notify({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
@@ -529,6 +532,16 @@ def write_local(path: str, content: str) -> None:
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w", encoding="utf-8", newline="") as handle:
         handle.write(content)
+
+
+def command_entry(name: str, description: str, arguments: Sequence[tuple[str, bool]]) -> dict[str, Any]:
+    """An MCP prompt as an ``available_commands_update`` entry: its arguments
+    (``(name, required)``) are the input hint, required ones bare, the others in
+    brackets."""
+    entry: dict[str, Any] = {"name": name, "description": description}
+    if arguments:
+        entry["input"] = {"hint": " ".join(arg if required else f"[{arg}]" for arg, required in arguments)}
+    return entry
 
 
 def command_text(blocks: Sequence[Mapping[str, Any]]) -> str:

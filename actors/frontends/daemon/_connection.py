@@ -477,7 +477,11 @@ class ConnectionActor:
                 live = core.running(msg.session_id)
                 self._refuse_if_stopping(live)
                 assert live.addrs is not None
-                parts = msg.parts or await self._prompt_parts(msg.text, live)
+                parts = msg.parts
+                if not parts:
+                    # An image alone (no text) is not preceded by an empty text part.
+                    expanded = await self._prompt_parts(msg.text, live) if msg.text or not msg.attachments else ()
+                    parts = (*expanded, *msg.attachments)
                 await port.send(
                     SubmitPrompt(session_id=msg.session_id, prompt_id=msg.request_id, parts=parts, display_text=msg.text),
                     to=live.addrs.session,

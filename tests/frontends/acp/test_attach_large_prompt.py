@@ -44,9 +44,7 @@ async def test_a_prompt_over_the_daemons_limit_is_refused_at_once_and_the_next_o
                 await prompt(client, sid, "x" * 1_200_000)
             error = refused.value.error
             assert error["code"] == INVALID_PARAMS
-            assert error["message"] == (
-                "agentbus daemon: the prompt is 2.3 MiB as sent (its text, and its parts: the text again"
-                " and the files it references); the daemon accepts prompts up to 1 MiB"
-            )
+            # The daemon expands the prompt: its text is sent once, not again as parts.
+            assert error["message"] == "agentbus daemon: the prompt is 1.1 MiB; the daemon accepts prompts up to 1 MiB"
             result = await prompt(client, sid, "are you there?")
             assert result["stopReason"] == "end_turn"
