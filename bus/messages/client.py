@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import attrs
 
-from ._common import JsonValue, frozen_json, json_tuple
+from ._common import JsonValue, frozen_json, json_tuple, shared_repr
 from .kinds import McpServerState, ProtocolErrorCode, SessionState
 from .tools import CompletedCall
 
@@ -22,7 +22,8 @@ PROTOCOL_VERSION = 1
 """Version of the native protocol; ``Hello.protocol`` must equal it."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class SessionSummary:
     """One session as ``ListSessions`` and ``SessionReady`` describe it (a value)."""
 
@@ -47,7 +48,8 @@ class SessionSummary:
     """Connections subscribed to it."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class ConnectionSummary:
     """One client connection (in ``DaemonInfo``)."""
 
@@ -62,7 +64,8 @@ class ConnectionSummary:
     """Its send buffer is full (the client does not read)."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class McpToolSummary:
     """One tool of an MCP server (in ``McpServerSummary``)."""
 
@@ -73,7 +76,8 @@ class McpToolSummary:
     """Its input schema as declared to the model."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class McpPromptSummary:
     """One prompt of an MCP server (in ``McpServerSummary``)."""
 
@@ -90,7 +94,8 @@ class McpPromptSummary:
     """The arguments it requires."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class McpResourceSummary:
     """One resource of an MCP server (in ``McpServerSummary``); ``@<server>:<uri>`` in
     a prompt reads it."""
@@ -101,7 +106,8 @@ class McpResourceSummary:
     description: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class McpServerSummary:
     """One MCP server of a session and its state (in ``McpServerList``)."""
 
@@ -118,7 +124,8 @@ class McpServerSummary:
 
 
 # -- client -> daemon ----------------------------------------------------------------------
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class Hello:
     """First frame of a connection."""
 
@@ -132,7 +139,8 @@ class Hello:
     session_id: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class ListSessions:
     """Request: the daemon's sessions, plus the recordings of ``workspace`` when given."""
 
@@ -141,7 +149,8 @@ class ListSessions:
     session_id: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class CreateSession:
     """Request: start a new session; answered by ``SessionReady``."""
 
@@ -167,7 +176,8 @@ class CreateSession:
     credentials, never written anywhere. None: the daemon's own environment."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class LoadSession:
     """Request: make a session run (resumed from its recording when it does not);
     answered by ``SessionReady``. A running session is shared, not restarted."""
@@ -182,7 +192,8 @@ class LoadSession:
     the session's model requests use these credentials from now on."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class EndSession:
     """Request: close the session for every client (its running turn is cancelled first);
     the daemon forgets it (the recording stays)."""
@@ -192,7 +203,8 @@ class EndSession:
     reason: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class Subscribe:
     """Request: send this session's events, from ``from_seq`` on (caught up from the
     recording, then live, with no gap and no duplicate); ``None``: from now on. Loads the
@@ -206,7 +218,8 @@ class Subscribe:
     chunks, tool runs, loop checks, hook runs) is left out."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class Unsubscribe:
     """Request: stop sending this session's events."""
 
@@ -214,7 +227,8 @@ class Unsubscribe:
     request_id: str
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class Prompt:
     """Request: submit a prompt. Unless ``parts`` are given, the daemon (which holds the
     session's MCP servers) runs ``text`` as an MCP prompt's command (``/<prompt> args``)
@@ -232,7 +246,8 @@ class Prompt:
     editor sent beside the text)."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class Cancel:
     """Request: cancel the running turn, or the tool call of ``tool_request_id``
     (a ``CallTool``). The acknowledgement follows as an event."""
@@ -242,7 +257,8 @@ class Cancel:
     tool_request_id: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class Answer:
     """Request: answer an approval (``outcome`` is a ``ToolConfirmationOutcome``:
     ``proceed_once``, ``proceed_always``, ``cancel``...). The first answer wins; the
@@ -256,7 +272,8 @@ class Answer:
     ``invalid``, answering the request)."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class SetMode:
     """Request: change the approval mode (between turns)."""
 
@@ -267,7 +284,8 @@ class SetMode:
     ``invalid``, answering the request)."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class CallTool:
     """Request: run a tool as the user (``client_initiated``) through the session's
     scheduler; the result goes to this client only, as ``ToolCallResult``, and stays out
@@ -282,7 +300,8 @@ class CallTool:
     prompt's model request carries it; only a call that ran is added."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class ListMcpServers:
     """Request: a session's MCP servers, their state, tools, prompts and resources;
     answered by ``McpServerList``."""
@@ -291,7 +310,8 @@ class ListMcpServers:
     request_id: str
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class DaemonStatus:
     """Request: what the daemon runs; answered by ``DaemonInfo``."""
 
@@ -299,7 +319,8 @@ class DaemonStatus:
     session_id: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class StopDaemon:
     """Request: shut the daemon down (as SIGTERM does); answered by ``RequestDone``."""
 
@@ -308,7 +329,8 @@ class StopDaemon:
 
 
 # -- daemon -> client ----------------------------------------------------------------------
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class Welcome:
     """Reply to ``Hello``."""
 
@@ -321,7 +343,8 @@ class Welcome:
     session_id: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class RequestDone:
     """Reply: the request was carried out (or, for commands, handed to the session)."""
 
@@ -329,7 +352,8 @@ class RequestDone:
     session_id: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class SessionList:
     """Reply to ``ListSessions``."""
 
@@ -338,7 +362,8 @@ class SessionList:
     session_id: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class SessionReady:
     """Reply to ``CreateSession`` and ``LoadSession``: the session runs."""
 
@@ -349,7 +374,8 @@ class SessionReady:
     """It was started from its recording (history rebuilt)."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class Subscribed:
     """Reply to ``Subscribe``: events from ``from_seq`` follow."""
 
@@ -365,7 +391,8 @@ class Subscribed:
     when it is older than ``from_seq``, otherwise in its place among the events."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class PromptAccepted:
     """Reply to ``Prompt``: handed to the session as ``SubmitPrompt(prompt_id)``."""
 
@@ -374,7 +401,8 @@ class PromptAccepted:
     prompt_id: str
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class ToolCallResult:
     """Reply to ``CallTool``, to the requesting client only: the settled call."""
 
@@ -385,7 +413,8 @@ class ToolCallResult:
     """The result was added to the conversation (``CallTool.add_to_context``)."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class McpServerList:
     """Reply to ``ListMcpServers``: the session's servers by name (none when it has
     none)."""
@@ -395,7 +424,8 @@ class McpServerList:
     servers: tuple[McpServerSummary, ...] = ()
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class DaemonInfo:
     """Reply to ``DaemonStatus``."""
 
@@ -408,7 +438,8 @@ class DaemonInfo:
     session_id: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class CaughtUp:
     """Notice: a new subscription's events before ``next_seq`` (its live point) have
     been sent; what follows is live. A client showing a conversation as history knows
@@ -418,7 +449,8 @@ class CaughtUp:
     next_seq: int
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class SubscriptionEnded:
     """Notice: no more events of this session will come (it closed)."""
 
@@ -426,7 +458,8 @@ class SubscriptionEnded:
     reason: str
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class DaemonStopping:
     """Notice: the daemon shuts down; the connection closes next."""
 
@@ -434,7 +467,8 @@ class DaemonStopping:
     session_id: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class ProtocolError:
     """Reply or notice: a frame or request was refused. ``fatal``: the connection closes.
 

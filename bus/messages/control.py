@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import attrs
 
+from ._common import shared_repr
 
-@attrs.frozen(kw_only=True)
+
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class ActorFailed:
     """Event: an actor crashed. Its peers are cancelled; pending requests fail."""
 
@@ -14,7 +17,8 @@ class ActorFailed:
     reason: str
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class ObserverLagged:
     """Event to an observer that fell behind: resynchronise from ``resume_from``."""
 
@@ -23,7 +27,8 @@ class ObserverLagged:
     resume_from: int
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class Shutdown:
     """Command: stop the session's actors (inbox closes, actors finish and cascade)."""
 

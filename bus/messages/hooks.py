@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import attrs
 
-from ._common import JsonValue, frozen_json
+from ._common import JsonValue, frozen_json, shared_repr
 from .kinds import HookEvent, HookOutputFormat
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class RunHooks:
     """Command to the hook runner: run the hooks of ``event`` that match ``target``."""
 
@@ -32,7 +33,8 @@ class RunHooks:
     ``cwd``, ``hook_event_name`` and ``timestamp``."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class HookRan:
     """Event: one hook command finished (or failed to run)."""
 
@@ -59,7 +61,8 @@ class HookRan:
     it (a sequential hook actually received it with earlier hooks' changes applied)."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class HooksFinished:
     """Terminal reply to ``RunHooks``: the hooks' answers, aggregated for the event."""
 
@@ -81,7 +84,8 @@ class HooksFinished:
     """The request was cancelled (``CancelHooks`` or the runner stopping)."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class CancelHooks:
     """Command: kill the running hooks of a request; ``HooksFinished`` follows."""
 

@@ -10,11 +10,12 @@ from typing import TypeAlias
 
 import attrs
 
-from ._common import JsonValue, frozen_json, json_tuple, text_field
+from ._common import JsonValue, frozen_json, json_tuple, shared_repr, text_field
 from .kinds import GenerateMethod, ModelRole
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class GenerateRequest:
     """Command to the gateway.
 
@@ -35,7 +36,8 @@ class GenerateRequest:
     """Who asks."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class ModelChunk:
     """Event: one streamed response chunk (a ``GenerateContentResponse``)."""
 
@@ -45,7 +47,8 @@ class ModelChunk:
     chunk: JsonValue = frozen_json({})
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class ModelRetrying:
     """Event: the gateway will retry after ``delay_s`` (partial output is void)."""
 
@@ -57,7 +60,8 @@ class ModelRetrying:
     mid_stream: bool = False
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class ModelFinished:
     """Terminal reply: the response is complete."""
 
@@ -68,7 +72,8 @@ class ModelFinished:
     latency_ms: int = 0
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class ApiError:
     """What went wrong talking to the model."""
 
@@ -87,7 +92,8 @@ class ApiError:
     """The Google error's ``ErrorInfo.reason`` (``API_KEY_INVALID``...)."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class ModelFailed:
     """Terminal reply: the request failed for good (retries exhausted, fatal error)."""
 
@@ -97,7 +103,8 @@ class ModelFailed:
     error: ApiError
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class CancelGeneration:
     """Command: stop a request; the HTTP stream is closed."""
 
@@ -106,7 +113,8 @@ class CancelGeneration:
     reason: str
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class GenerationCancelled:
     """Terminal reply to a cancelled request (the acknowledgement)."""
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import attrs
 
-from ._common import JsonValue, frozen_json, json_tuple, text_field
+from ._common import JsonValue, frozen_json, json_tuple, shared_repr, text_field
 from .kinds import ApprovalMode
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class OpenSession:
     """Command to a session actor: start (or resume) the conversation."""
 
@@ -27,7 +28,8 @@ class OpenSession:
     """Contents carried over from a resumed session (Gemini wire shape)."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class SessionOpened:
     """Event: the session is ready to take prompts."""
 
@@ -38,7 +40,8 @@ class SessionOpened:
     resumed: bool = False
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class SubmitPrompt:
     """Command from a client: run one prompt as a turn."""
 
@@ -50,7 +53,8 @@ class SubmitPrompt:
     """The prompt as the user typed it."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class PromptQueued:
     """Event: a prompt arrived while a turn was running and waits its turn."""
 
@@ -59,7 +63,8 @@ class PromptQueued:
     position: int
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class CancelTurn:
     """Command: cancel the running turn (``turn_id`` None: whichever is running)."""
 
@@ -69,7 +74,8 @@ class CancelTurn:
     requested_by: str
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class TurnCancelAcknowledged:
     """Event: the cancel was carried out; nothing the turn started still runs."""
 
@@ -78,7 +84,8 @@ class TurnCancelAcknowledged:
     requested_by: str
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class ConfigureSession:
     """Command from a client: change the session's approval mode and/or model (``None``:
     unchanged); turns started from now on use them. ``SessionConfigured`` answers."""
@@ -94,7 +101,8 @@ class ConfigureSession:
     uses it to allow exactly one recovery turn."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class SessionConfigured:
     """Event: the settings the session's next turns use (after ``ConfigureSession``)."""
 
@@ -105,7 +113,8 @@ class SessionConfigured:
     requested_by: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class AddContext:
     """Command from a client: add ``parts`` to the conversation as a user turn of their
     own, so that the next prompt's model request carries them (the result of a tool
@@ -118,7 +127,8 @@ class AddContext:
     requested_by: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class ContextAdded:
     """Event: ``content`` (a user ``Content``) was appended to the session's history;
     the next model request carries it (resume rebuilds it from this event)."""
@@ -129,7 +139,8 @@ class ContextAdded:
     requested_by: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class CloseSession:
     """Command: finish the session (cancels a running turn first)."""
 
@@ -137,7 +148,8 @@ class CloseSession:
     reason: str
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class SessionClosed:
     """Event: the session's actors have stopped; the last message of a session."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from ._common import JsonValue, frozen_json, json_tuple
+from ._common import JsonValue, frozen_json, json_tuple, shared_repr
 from .kinds import (
     ApprovalMode,
     CompressionStatus,
@@ -17,7 +17,8 @@ from .kinds import (
 )
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class StartTurn:
     """Command from the session to the turn actor: run ``parts`` against ``history``."""
 
@@ -41,7 +42,8 @@ class StartTurn:
     """An earlier compression inflated the history: only truncation is tried now."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class TurnStarted:
     """Event: the turn began."""
 
@@ -50,7 +52,8 @@ class TurnStarted:
     prompt_id: str
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class ModelSelected:
     """Event: the model chosen for this prompt (sticky for its continuations)."""
 
@@ -59,7 +62,8 @@ class ModelSelected:
     model: str
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class TextStreamed:
     """Event: assistant text as it arrives (thoughts excluded)."""
 
@@ -68,7 +72,8 @@ class TextStreamed:
     text: str
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class ThoughtStreamed:
     """Event: a thought summary part."""
 
@@ -78,7 +83,8 @@ class ThoughtStreamed:
     description: str
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class ToolCallRequested:
     """Event: the model asked for a tool; ``call_id`` carries the ``<name>__`` prefix."""
 
@@ -89,7 +95,8 @@ class ToolCallRequested:
     args: JsonValue = frozen_json({})
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class StreamRetried:
     """Event: the model stream failed mid-way and is retried; drop partial output."""
 
@@ -99,7 +106,8 @@ class StreamRetried:
     reason: str
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class TurnNotice:
     """Event: a warning or error worth showing that does not end the turn by itself.
 
@@ -115,7 +123,8 @@ class TurnNotice:
     message: str
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class TurnError:
     """A fatal error that ended a turn (API error, fake-responses exhausted, ...)."""
 
@@ -128,7 +137,8 @@ class TurnError:
     status: int | None = None
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class TurnEnded:
     """Event: the last message of a turn.
 
@@ -157,7 +167,8 @@ class TurnEnded:
     """Carried to the next ``StartTurn``: a compression of this session inflated."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class HistoryCompressed:
     """Outcome of a compression attempt of the turn; sent to the session when
     ``history`` is set (``COMPRESSED``, ``CONTENT_TRUNCATED``), which then replaces its
@@ -174,7 +185,8 @@ class HistoryCompressed:
     """The whole new conversation (environment context first, when there was one)."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class ResetLoopDetection:
     """Command from the turn to the loop detector: a new prompt starts (its windows and
     counts restart; nothing happens when ``prompt_id`` is the current one)."""
@@ -185,7 +197,8 @@ class ResetLoopDetection:
     """The prompt's text, shown to the LLM loop check as the original request."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class CheckLoop:
     """Request from the turn to the loop detector, answered by one ``LoopVerdict``.
 
@@ -206,7 +219,8 @@ class CheckLoop:
     history: tuple[JsonValue, ...] = json_tuple()
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class LoopVerdict:
     """Reply to ``CheckLoop``: ``count`` loops detected in this prompt so far when this
     event completes one (0: no loop, go on)."""
@@ -224,7 +238,8 @@ class LoopVerdict:
     """The model that confirmed an LLM-detected loop."""
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class ClearLoopDetection:
     """Command to the loop detector: the recovery turn starts; the count is kept, so the
     next detection in this prompt is the second."""
@@ -233,7 +248,8 @@ class ClearLoopDetection:
     prompt_id: str
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class CancelLoopCheck:
     """Command to the loop detector: stop the LLM check of ``request_id`` (the turn is
     cancelled); its ``LoopVerdict`` still comes, with no loop."""
@@ -243,7 +259,8 @@ class CancelLoopCheck:
     reason: str
 
 
-@attrs.frozen(kw_only=True)
+@shared_repr
+@attrs.frozen(kw_only=True, repr=False)
 class DisableLoopDetection:
     """Command to the loop detector: no more detection in this session."""
 

@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bus import CodecError
+from bus import CodecError, messages
 from bus.codec import Envelope, decode, decode_envelope, encode, encode_envelope
 from bus.json_values import JsonValue, freeze
 from bus.messages import (
@@ -37,6 +38,43 @@ st.register_type_strategy(JsonValue, json_values)
 def test_every_message_round_trips(cls: type, data: st.DataObject) -> None:
     msg = data.draw(st.from_type(cls))
     assert decode(encode(msg)) == msg
+
+
+# Every attrs class of bus/messages: the messages and the values inside them.
+MESSAGE_CLASSES = [
+    value
+    for module in (messages.session, messages.turn, messages.model, messages.tools, messages.hooks,
+                   messages.control, messages.client)
+    for value in vars(module).values()
+    if attrs.has(value) and value.__module__ == module.__name__
+]
+
+
+def _attrs_twin(cls: type) -> type:
+    """The class as attrs would make it with its own generated ``__repr__``."""
+    return attrs.make_class(cls.__name__, [f.name for f in attrs.fields(cls)], frozen=True)
+
+
+def test_message_classes_share_one_repr() -> None:
+    """attrs compiles no ``__repr__`` per message class (start-up cost, issue #20)."""
+    assert set(ALL_MESSAGES) <= set(MESSAGE_CLASSES)
+    assert len({cls.__repr__ for cls in MESSAGE_CLASSES}) == 1
+
+
+@pytest.mark.parametrize("cls", MESSAGE_CLASSES, ids=lambda c: c.__name__)
+@given(data=st.data())
+def test_every_message_shows_as_attrs_would(cls: type, data: st.DataObject) -> None:
+    msg = data.draw(st.from_type(cls))
+    twin = _attrs_twin(cls)(*(getattr(msg, f.name) for f in attrs.fields(cls)))
+    assert repr(msg) == repr(twin)
+
+
+def test_a_message_inside_itself_shows_as_dots() -> None:
+    msg = TextStreamed(session_id="s", turn_id="t", text="x")
+    twin = _attrs_twin(TextStreamed)("s", "t", "x")
+    object.__setattr__(msg, "text", (msg, "x"))
+    object.__setattr__(twin, "text", (twin, "x"))
+    assert repr(msg) == repr(twin) == "TextStreamed(session_id='s', turn_id='t', text=(..., 'x'))"
 
 
 @given(st.from_type(TextStreamed), st.integers(1, 10**9))
