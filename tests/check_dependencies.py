@@ -46,6 +46,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "actors.frontends.acp",
             "actors.frontends.agents",
             "actors.frontends.chat",
+            "actors.frontends.cluster",
             "actors.frontends.daemon",
             "actors.frontends.demo",
             "actors.frontends.explore",

@@ -28,6 +28,7 @@ clients attached to any node, failover.
 
 from __future__ import annotations
 
+from actors.cluster._nats import Credentials, NatsLink, open_link
 from actors.cluster.errors import (
     ClusterError,
     Fenced,
@@ -43,14 +44,17 @@ from actors.cluster.lease import Lease, SessionLease
 
 __all__ = [
     "ClusterError",
+    "Credentials",
     "Fenced",
     "Journal",
     "Lease",
     "LeaseLost",
+    "NatsLink",
     "NoQuorum",
     "SessionLease",
     "Taken",
     "TooLarge",
     "Unauthorized",
     "Unreachable",
+    "open_link",
 ]

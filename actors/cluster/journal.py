@@ -39,9 +39,12 @@ MAX_PARTS = 4096
 
 
 class StoredLike(Protocol):
-    seq: int
-    data: bytes
-    headers: dict[str, str]
+    @property
+    def seq(self) -> int: ...
+    @property
+    def data(self) -> bytes: ...
+    @property
+    def headers(self) -> dict[str, str]: ...
 
 
 class LogStore(Protocol):

@@ -6,7 +6,7 @@ import gc
 import sys
 from collections.abc import Sequence
 
-SUBCOMMANDS = ("daemon", "chat", "acp", "replay", "explore", "tool", "agents", "mcp", "web")
+SUBCOMMANDS = ("daemon", "chat", "acp", "replay", "explore", "tool", "agents", "mcp", "web", "cluster")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,6 +51,11 @@ def _dispatch(args: list[str]) -> int:
 
         _loaded()
         return daemon_main(args[1:])
+    if args and args[0] == "cluster":
+        from actors.frontends.cluster import main as cluster_main
+
+        _loaded()
+        return cluster_main(args[1:])
     if args and args[0] == "chat":
         from actors.frontends.chat import main as chat_main
 

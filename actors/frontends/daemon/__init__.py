@@ -21,6 +21,11 @@ read from ``--token-file`` (a file only its owner can read), and written to
 ``daemon.token`` beside the socket (mode 0600). Clients: ``agentbus chat --connect
 tcp://HOST:PORT [--token-file FILE]``, ``agentbus acp --connect tcp://HOST:PORT ...``.
 See ``_tcp``.
+
+    agentbus daemon --cluster URL [--cluster-user NAME ...]
+                               join a cluster on NATS JetStream as a node: each session
+                               it runs is held by a lease and its recording mirrored
+                               into the cluster's stream (``_cluster``, docs/cluster.md)
 """
 
 from __future__ import annotations
@@ -39,7 +44,14 @@ from pathlib import Path
 import attrs
 import trio
 
+from actors.frontends.cluster import (
+    ClusterArgsError,
+    add_cluster_arguments,
+    credentials,
+    credentials_from,
+)
 from actors.frontends.daemon._catchup import is_client_event
+from actors.frontends.daemon._cluster import ClusterConfig, ClusterStartError
 from actors.frontends.daemon._connection import ConnectionActor, Limits
 from actors.frontends.daemon._core import DaemonCore, RequestError
 from actors.frontends.daemon._protocol import MAX_FRAME
@@ -108,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --listen-tcp: allow a host that is not loopback (the protocol is not encrypted)",
     )
+    add_cluster_arguments(p)
     return p
 
 
@@ -124,10 +137,22 @@ def main(argv: Sequence[str]) -> int:
     except TcpConfigError as exc:
         sys.stderr.write(f"agentbus daemon: {exc}\n")
         return 2
+    try:
+        fields = credentials_from(args, os.environ)
+    except ClusterArgsError as exc:
+        sys.stderr.write(f"agentbus daemon: {exc}\n")
+        return 2
+    cluster = None
+    if fields is not None:
+        try:
+            cluster = ClusterConfig(url=args.cluster, credentials=credentials(fields))
+        except ImportError as exc:
+            sys.stderr.write(f"agentbus daemon: --cluster needs nats-py: pip install 'agentbus[cluster]' ({exc})\n")
+            return 1
     data_dir = Path(args.data_dir).resolve() if args.data_dir else None
     if args.detach:
-        return _detach(paths, limits, tcp, data_dir=data_dir)
-    return run_foreground(paths, limits, tcp=tcp, data_dir=data_dir)
+        return _detach(paths, limits, tcp, data_dir=data_dir, cluster=cluster)
+    return run_foreground(paths, limits, tcp=tcp, data_dir=data_dir, cluster=cluster)
 
 
 def _tcp_listen(args: argparse.Namespace) -> TcpListen | None:
@@ -166,12 +191,13 @@ def run_foreground(
     *,
     tcp: TcpListen | None = None,
     data_dir: Path | None = None,
+    cluster: ClusterConfig | None = None,
 ) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s agentbus daemon: %(message)s", stream=sys.stderr)
     tune_collector()
     # One line per HTTP request is noise; a failed model request is logged by the daemon.
     logging.getLogger("httpx2").setLevel(logging.WARNING)
-    config = DaemonConfig(paths=paths, limits=limits, live_backend=_live_backend, handle_signals=True, tcp=tcp)
+    config = DaemonConfig(paths=paths, limits=limits, live_backend=_live_backend, handle_signals=True, tcp=tcp, cluster=cluster)
     if data_dir is not None:
         config = attrs.evolve(config, data_dir=data_dir)
 
@@ -184,8 +210,8 @@ def run_foreground(
 
     try:
         trio.run(run)
-    except (DaemonRunningError, DaemonPathError, TcpConfigError, BaseExceptionGroup) as exc:
-        refused = _first(exc, (DaemonRunningError, DaemonPathError, TcpConfigError))
+    except (DaemonRunningError, DaemonPathError, TcpConfigError, ClusterStartError, BaseExceptionGroup) as exc:
+        refused = _first(exc, (DaemonRunningError, DaemonPathError, TcpConfigError, ClusterStartError))
         if refused is None:
             raise
         if isinstance(refused, DaemonRunningError):
@@ -212,7 +238,14 @@ def _first(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> BaseEx
     return None
 
 
-def _detach(paths: DaemonPaths, limits: Limits, tcp: TcpListen | None = None, *, data_dir: Path | None = None) -> int:
+def _detach(
+    paths: DaemonPaths,
+    limits: Limits,
+    tcp: TcpListen | None = None,
+    *,
+    data_dir: Path | None = None,
+    cluster: ClusterConfig | None = None,
+) -> int:
     """Fork a daemon into its own session; report once it is ready (or why not)."""
     from actors.frontends.daemon.paths import prepare_runtime_dir
 
@@ -236,7 +269,7 @@ def _detach(paths: DaemonPaths, limits: Limits, tcp: TcpListen | None = None, *,
         os.close(log_fd)
         code = 1
         try:
-            code = run_foreground(paths, limits, ready_fd=write_end, tcp=tcp, data_dir=data_dir)
+            code = run_foreground(paths, limits, ready_fd=write_end, tcp=tcp, data_dir=data_dir, cluster=cluster)
         finally:
             os._exit(code)
     os.close(write_end)
@@ -314,6 +347,8 @@ def _stop(paths: DaemonPaths) -> int:
 __all__ = [
     "MAX_FRAME",
     "is_client_event",
+    "ClusterConfig",
+    "ClusterStartError",
     "ConnectionActor",
     "Daemon",
     "DaemonConfig",

@@ -144,6 +144,8 @@ class LiveSession:
     auth_env: Mapping[str, str] | None = attrs.field(default=None, repr=False)
     """The credentials its model requests use (``CreateSession.auth_env``; None: the
     daemon's own environment). Kept in memory only."""
+    mirror: Any = None
+    """With ``--cluster``: its ``_cluster.SessionMirror`` (poked by the monitor)."""
 
     @property
     def session_id(self) -> str:
@@ -176,8 +178,12 @@ class DaemonCore:
         backends: SessionBackends,
         nursery: trio.Nursery,
         environ: dict[str, str] | None = None,
+        node: Any = None,
     ) -> None:
         self.bus = bus
+        self.node = node
+        """With ``--cluster``: the ``_cluster.ClusterNode`` that holds and mirrors each
+        session this daemon runs (None: a daemon alone)."""
         self.data_dir = data_dir
         self.backends = backends
         self.nursery = nursery
@@ -597,6 +603,12 @@ class DaemonCore:
             await self.backends.prepare_live()
         cfg = self._config(entry, history, auth_env)
         live = LiveSession(entry=entry, cfg=cfg, recording=recording_path(self.data_dir, sid), auth_env=auth_env)
+        if self.node is not None:
+            try:
+                live.mirror = await self.node.attach(sid, live.recording)
+            except BaseException:
+                self.backends.forget(sid)
+                raise
         self.sessions[sid] = live
         try:
             await self.nursery.start(self._run, live, source)
@@ -647,6 +659,8 @@ class DaemonCore:
                 # route goes, so a credential's backend no session uses is closed.
                 self.backends.forget(sid)
             live.addrs = None
+            if live.mirror is not None:
+                live.mirror.session_ended()
             live.stopped.set()
 
     async def _monitor(self, live: LiveSession, sub: Any) -> None:
@@ -663,6 +677,8 @@ class DaemonCore:
                         break
                     if not _observe(live, env):
                         return
+                if live.mirror is not None:
+                    live.mirror.poke()
         finally:
             self.bus.unsubscribe(sub)
 

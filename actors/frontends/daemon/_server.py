@@ -34,6 +34,7 @@ from actors.frontends.daemon._backends import (
     SessionBackends,
     fake_backend,
 )
+from actors.frontends.daemon._cluster import ClusterConfig
 from actors.frontends.daemon._connection import ConnectionActor, Limits
 from actors.frontends.daemon._core import DaemonCore
 from actors.frontends.daemon._tcp import (
@@ -72,6 +73,8 @@ class DaemonConfig:
     """SIGTERM/SIGINT stop the daemon (the command line; tests stop it by message)."""
     tcp: TcpListen | None = None
     """Listen on TCP as well (token required); None: the Unix socket only."""
+    cluster: ClusterConfig | None = None
+    """Join a cluster as a node (``_cluster``); None: a daemon alone."""
 
 
 @attrs.define(eq=False)
@@ -101,7 +104,7 @@ async def serve(config: DaemonConfig, *, task_status: trio.TaskStatus[Daemon] = 
     (not loopback and not allowed) or cannot bind."""
     prepare_runtime_dir(config.paths)
     tcp = config.tcp
-    with contextlib.ExitStack() as stack:
+    async with contextlib.AsyncExitStack() as stack:
         stack.enter_context(hold_lock(config.paths))
         sock = stack.enter_context(_listening_socket(config.paths.socket))
         tcp_listeners: list[trio.SocketListener] = []
@@ -113,13 +116,18 @@ async def serve(config: DaemonConfig, *, task_status: trio.TaskStatus[Daemon] = 
             token = tcp.token or new_token()
         # Without TCP: removes the token file a daemon that died left behind.
         stack.enter_context(token_file(config.paths.token, token or None))
+        node = None
+        if config.cluster is not None:  # its mirrors outlive the sessions: their last lines
+            from actors.frontends.daemon._cluster import open_node
+
+            node = await stack.enter_async_context(open_node(config.cluster))
         bus = Bus()
         backends = SessionBackends(config.live_backend, config.fake_backend)
         async with trio.open_nursery() as root:
             await root.start(GatewayActor(bus, backends).run)
             try:
                 async with trio.open_nursery() as session_nursery:
-                    core = DaemonCore(bus, data_dir=config.data_dir, backends=backends, nursery=session_nursery)
+                    core = DaemonCore(bus, data_dir=config.data_dir, backends=backends, nursery=session_nursery, node=node)
                     daemon = Daemon(config, core, tcp_token=token)
                     async with trio.open_nursery() as conn_nursery:
                         conn_nursery.start_soon(_accept, daemon, trio.SocketListener(sock), conn_nursery)

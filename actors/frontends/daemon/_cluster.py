@@ -1,0 +1,356 @@
+"""The daemon as a node of a cluster (``agentbus daemon --cluster URL``, issue 22).
+
+Opt-in: without ``--cluster`` nothing here is imported and the daemon is as before.
+With it, the daemon connects to NATS at start (a URL that does not answer, or refused
+credentials, stop it there with a clear error) and, for every session it runs:
+
+- holds the session's **lease** (``actors.cluster.SessionLease``, key ``s.<session>`` of
+  the bucket ``AGENTBUS_LEASES_<user>``, value this node's id), taken before the session
+  starts (held by another node: the session is refused) and renewed every
+  ``RENEW_EVERY_S``. A renewal that finds the lease gone (expired while the server was
+  unreachable) takes it again if nobody else did; a lease another node took is reported
+  and this node stops writing the session to the cluster;
+- **mirrors its recording** into the session's ``actors.cluster.Journal``: a
+  ``SessionMirror`` tails the local file (what earlier processes wrote and the stream
+  lacks first, then each line as the recorder writes it), one fenced append per line,
+  in order. The monitor of the session (``_core``) pokes it after each batch of
+  messages; its last lines are taken when the session stops. A fenced append (another
+  writer appended since) is reported and stops the mirror.
+
+The local file stays as it is and stays the session's truth on this node: the mirror
+follows it, so a message a client has seen may not be in the stream yet (the lag is a
+poke and one append per line; see docs/cluster.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import logging
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from actors.frontends.daemon._core import RequestError
+
+if TYPE_CHECKING:
+    from actors.cluster import Journal, Lease, NatsLink, SessionLease
+
+log = logging.getLogger("agentbus.daemon")
+
+LEASE_TTL_S = 10.0
+"""The lease bucket's TTL (``actors.cluster.lease.DEFAULT_TTL_S``)."""
+RENEW_EVERY_S = LEASE_TTL_S / 3
+RETRY_S = 0.5
+"""Between attempts of an append or renewal the cluster could not acknowledge."""
+DRAIN_S = 1.0
+"""How long the mirrors get to write their sessions' last lines when the daemon stops."""
+
+
+class ClusterStartError(Exception):
+    """The daemon cannot join the cluster (no answer, refused credentials, no nats-py)."""
+
+
+def default_node_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@attrs.frozen(kw_only=True)
+class ClusterConfig:
+    url: str
+    credentials: Any = None
+    """``actors.cluster.Credentials`` (None: none)."""
+    user: str = attrs.field(factory=getpass.getuser)
+    """Names the user's stream and lease bucket (``AGENTBUS_<user>``)."""
+    node_id: str = attrs.field(factory=default_node_id)
+    renew_every_s: float = RENEW_EVERY_S
+    lease_ttl_s: float = LEASE_TTL_S
+
+
+def lease_bucket(user: str) -> str:
+    from actors.cluster.journal import token
+
+    return f"AGENTBUS_LEASES_{token(user)}"
+
+
+@contextlib.asynccontextmanager
+async def open_node(config: ClusterConfig) -> AsyncIterator[ClusterNode]:
+    """This daemon as a node of the cluster at ``config.url`` for the block's duration;
+    ``ClusterStartError`` when it cannot join."""
+    try:
+        from actors.cluster import ClusterError, Journal, SessionLease, open_link
+    except ImportError as exc:
+        raise ClusterStartError(f"--cluster needs nats-py: pip install 'agentbus[cluster]' ({exc})") from None
+    try:
+        async with open_link(config.url, config.credentials, name=f"agentbus daemon {config.node_id}") as link:
+            try:
+                leases = SessionLease(await link.bucket(lease_bucket(config.user), ttl_s=config.lease_ttl_s))
+                await Journal(link, config.user, "-").open()  # the user's stream, once
+            except ClusterError as exc:
+                raise ClusterStartError(f"cluster {config.url}: {exc}") from None
+            log.info("node %s of the cluster at %s (user %s)", config.node_id, config.url, config.user)
+            async with trio.open_nursery() as nursery:
+                node = ClusterNode(config, link, leases, nursery)
+                try:
+                    yield node
+                finally:
+                    await node.drain()
+                    nursery.cancel_scope.cancel()
+    except ClusterError as exc:
+        raise ClusterStartError(f"cluster: {exc}") from None
+
+
+class ClusterNode:
+    """The sessions this daemon holds in the cluster: one ``SessionMirror`` each."""
+
+    def __init__(self, config: ClusterConfig, link: NatsLink, leases: SessionLease, nursery: trio.Nursery) -> None:
+        self.config = config
+        self.link = link
+        self.leases = leases
+        self.nursery = nursery
+        self.mirrors: dict[str, SessionMirror] = {}
+
+    async def attach(self, session_id: str, recording: Path) -> SessionMirror:
+        """Hold ``session_id`` in the cluster and mirror ``recording`` from now on; its
+        earlier lines the stream lacks go first. Raises ``RequestError`` when another
+        node holds the session or the cluster cannot say."""
+        from actors.cluster import ClusterError, Journal, Taken
+
+        old = self.mirrors.get(session_id)
+        mirror = SessionMirror(self, session_id, recording)
+        if old is not None:
+            # A restart of the session on this node (a mode change): the old run has
+            # stopped; its mirror hands its lease, journal and place in the file on.
+            await old.stop_for_handover()
+        if old is not None and old.handed_over:
+            mirror.lease, mirror.journal, mirror.taken = old.lease, old.journal, old.taken
+            mirror.backlog, mirror.compared = old.backlog, old.compared
+            mirror.pos = old.pos
+        else:
+            try:
+                mirror.lease = await self.leases.acquire(session_id, self.config.node_id)
+            except Taken as exc:
+                raise RequestError(
+                    "busy",
+                    f"session {session_id!r} is held by node {exc.owner or '?'} of the cluster "
+                    f"(a node that is gone loses it within {self.config.lease_ttl_s:g} s)",
+                ) from None
+            except ClusterError as exc:
+                raise RequestError("failed", f"the cluster cannot take session {session_id!r}: {exc}") from None
+            mirror.journal = Journal(self.link, self.config.user, session_id)
+            mirror.backlog, mirror.pos = await trio.to_thread.run_sync(complete_lines, recording, 0)
+        self.mirrors[session_id] = mirror
+        self.nursery.start_soon(mirror.run)
+        return mirror
+
+    async def drain(self) -> None:
+        """Wait (at most ``DRAIN_S``) for the mirrors of stopped sessions to finish."""
+        with trio.move_on_after(DRAIN_S):
+            for mirror in list(self.mirrors.values()):
+                await mirror.done.wait()
+        for mirror in list(self.mirrors.values()):
+            if not mirror.done.is_set():
+                log.warning("session %s: its last lines are not all in the cluster (the daemon is stopping)", mirror.session_id)
+
+
+@attrs.define(eq=False)
+class SessionMirror:
+    """One session's lease and the tail of its recording into its journal."""
+
+    node: ClusterNode
+    session_id: str
+    recording: Path
+    lease: Lease | None = None
+    journal: Journal | None = None
+    pos: int = 0
+    """Byte offset in the local file of the first line not in the stream yet."""
+    backlog: list[tuple[bytes, int]] = attrs.field(factory=list)
+    """Lines before ``pos`` read at attach, with the offset after each: those the
+    stream lacks are written first."""
+    compared: bool = False
+    taken: bool = False
+    """Whether this node's journal has appended (taken the session over) yet."""
+    state: str = "following"
+    """``following``, ``ended`` (the session stopped, its lines all in), ``fenced``
+    (another node owns the session now) or ``failed`` (the cluster refused a line)."""
+    problem: str = ""
+    ended: bool = False
+    handed_over: bool = False
+    wake: trio.Event = attrs.field(factory=trio.Event)
+    done: trio.Event = attrs.field(factory=trio.Event)
+    _scope: trio.CancelScope | None = None
+    _handover: bool = False
+
+    # -- called by the session's monitor and run (sync: no waiting) -------------------------------
+    def poke(self) -> None:
+        """New lines may be in the file."""
+        self.wake.set()
+
+    def session_ended(self) -> None:
+        """The session's run stopped: take its last lines, then release the lease."""
+        self.ended = True
+        self.wake.set()
+
+    async def stop_for_handover(self) -> None:
+        self._handover = True
+        if self._scope is not None:
+            self._scope.cancel()
+        await self.done.wait()
+
+    # -- the mirror's task --------------------------------------------------------------------------
+    async def run(self) -> None:
+        from actors.cluster import ClusterError, Fenced
+
+        try:
+            with trio.CancelScope() as self._scope:
+                if self._handover:
+                    self._scope.cancel()
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._renew, nursery.cancel_scope)
+                    try:
+                        await self._follow()
+                        self.state = "ended"
+                    except Fenced as exc:
+                        self._stop_writing("fenced", f"fenced: {exc}")
+                    except ClusterError as exc:
+                        self._stop_writing("failed", f"the cluster refused a line: {exc}")
+                    nursery.cancel_scope.cancel()
+            if self._handover and self.state in ("following", "ended"):
+                self.handed_over = True
+            elif self.state == "ended" and self.lease is not None:
+                with trio.move_on_after(DRAIN_S), contextlib.suppress(ClusterError):
+                    await self.node.leases.release(self.lease)
+        finally:
+            if self.node.mirrors.get(self.session_id) is self and not self.handed_over:
+                del self.node.mirrors[self.session_id]
+            self.done.set()
+
+    def _stop_writing(self, state: str, why: str) -> None:
+        if self.state in ("fenced", "failed"):
+            return
+        self.state, self.problem = state, why
+        log.error("session %s: %s; this node no longer writes it to the cluster (its local recording goes on)", self.session_id, why)
+
+    async def _follow(self) -> None:
+        assert self.journal is not None
+        if not self.compared:
+            await self._skip_what_the_stream_has()
+        while self.backlog:
+            line, end = self.backlog[0]
+            await self._put(line)
+            self.pos = end
+            del self.backlog[0]
+        while True:
+            ended = self.ended
+            self.wake = trio.Event()
+            for line, end in await trio.to_thread.run_sync(complete_lines_from, self.recording, self.pos):
+                await self._put(line)
+                self.pos = end
+            if ended:
+                return
+            await self.wake.wait()
+
+    async def _skip_what_the_stream_has(self) -> None:
+        """Drop from the backlog what the stream already holds (an earlier run of the
+        session on a node with ``--cluster``). A stream that is not a prefix of the local
+        file (the session ran elsewhere too) is reported; only this run's lines follow."""
+        assert self.journal is not None
+        stored = [line for _, line in await self.journal.lines()]
+        local = [line for line, _ in self.backlog]
+        if stored == local[: len(stored)]:
+            del self.backlog[: len(stored)]
+        else:
+            log.warning(
+                "session %s: the cluster's stream holds %d line(s) that are not this node's recording's first ones "
+                "(the session ran elsewhere?); only this run's lines follow them",
+                self.session_id,
+                len(stored),
+            )
+            self.backlog.clear()
+        self.compared = True
+
+    async def _put(self, line: bytes) -> None:
+        """One line into the journal, fenced; tried again while the cluster cannot
+        acknowledge (the journal stores a retried line once)."""
+        from actors.cluster import NoQuorum, Unreachable
+
+        assert self.journal is not None
+        waiting = False
+        while True:
+            try:
+                if self.taken:
+                    await self.journal.append(line)
+                else:
+                    await self.journal.take_over(line)
+                    self.taken = True
+                return
+            except (NoQuorum, Unreachable) as exc:
+                if not waiting:
+                    log.warning("session %s: waiting for the cluster to take its lines: %s", self.session_id, exc)
+                    waiting = True
+                await trio.sleep(RETRY_S)
+
+    async def _renew(self, follow: trio.CancelScope) -> None:
+        from actors.cluster import ClusterError, LeaseLost, Taken
+        from actors.cluster.lease import lease_key
+
+        node = self.node
+        while True:
+            await trio.sleep(node.config.renew_every_s)
+            assert self.lease is not None
+            try:
+                self.lease = await node.leases.renew(self.lease)
+                continue
+            except LeaseLost:
+                pass
+            except ClusterError as exc:
+                log.warning("session %s: its lease could not be renewed: %s", self.session_id, exc)
+                continue
+            # Gone (it expired while the cluster could not be reached) or taken.
+            try:
+                held = await node.leases.store.get(lease_key(self.session_id))
+                if held is not None and held[0].decode("utf-8", "replace") == node.config.node_id:
+                    self.lease = attrs.evolve(self.lease, revision=held[1])  # ours still
+                    continue
+                self.lease = await node.leases.acquire(self.session_id, node.config.node_id)
+                log.warning("session %s: its lease had expired; taken again", self.session_id)
+            except Taken as exc:
+                self._stop_writing("fenced", f"its lease was taken by node {exc.owner or '?'}")
+                self.lease = None
+                follow.cancel()
+                return
+            except ClusterError as exc:
+                log.warning("session %s: its lease could not be renewed: %s", self.session_id, exc)
+
+
+def complete_lines(path: Path, pos: int) -> tuple[list[tuple[bytes, int]], int]:
+    """(Blocking.) The complete lines of ``path`` from byte ``pos`` on, each with the
+    offset after it, and the offset after the last."""
+    lines = complete_lines_from(path, pos)
+    return lines, lines[-1][1] if lines else pos
+
+
+def complete_lines_from(path: Path, pos: int) -> list[tuple[bytes, int]]:
+    """(Blocking.) The lines of ``path`` from byte ``pos`` that end with a newline (a
+    line still being written is left for later), each with the offset after it."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(pos)
+            data = fh.read()
+    except FileNotFoundError:
+        return []
+    out: list[tuple[bytes, int]] = []
+    start = 0
+    while (end := data.find(b"\n", start)) >= 0:
+        out.append((data[start:end], pos + end + 1))
+        start = end + 1
+    return out
+
+
+__all__ = ["ClusterConfig", "ClusterNode", "ClusterStartError", "SessionMirror", "open_node"]

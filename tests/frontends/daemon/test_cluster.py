@@ -1,0 +1,179 @@
+"""``agentbus daemon --cluster URL``: a session run through the daemon is held by a lease
+and mirrored into the cluster's stream, which ``agentbus cluster export`` writes back as
+the local file; another node taking the session over fences this one. Real nats-server
+(``tests/cluster/conftest.py``) and, for the command lines, real processes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+
+from actors.cluster import Journal, SessionLease, open_link
+from actors.cluster.lease import lease_key
+from actors.cluster.servers import NatsServer, free_port
+from actors.frontends.daemon import Daemon, serve
+from actors.frontends.daemon._cluster import ClusterConfig, SessionMirror, lease_bucket
+from actors.recording import recording_path
+from tests.cluster import conftest as cluster_fixtures
+from tests.frontends.daemon._helpers import (
+    client_of,
+    config_for,
+    events_until,
+    text_response,
+    write_responses,
+)
+from tests.frontends.daemon._procs import agentbus
+
+nats_server = cluster_fixtures.nats_server
+USER = "ann"
+
+
+@asynccontextmanager
+async def node_daemon(home: Path, url: str, **cluster: float) -> AsyncIterator[Daemon]:
+    config = attrs.evolve(
+        config_for(home), cluster=ClusterConfig(url=url, user=USER, node_id="node-a", **cluster)
+    )
+    async with trio.open_nursery() as nursery:
+        daemon: Daemon = await nursery.start(serve, config)
+        try:
+            yield daemon
+        finally:
+            daemon.stop("test over")
+
+
+async def a_session(home: Path, turns: int) -> str:
+    """A session of ``turns`` prompts (fake responses) run to its ends; its id."""
+    fake = write_responses(home / "f.responses", *(text_response(f"answer {i}", " more") for i in range(turns)))
+    async with client_of(home) as client:
+        ready = await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")
+        await client.subscribe(ready.session_id, from_seq=1)
+        for i in range(turns):
+            await client.prompt(ready.session_id, f"question {i}")
+            await events_until(client)
+    return ready.session_id
+
+
+async def test_a_session_through_a_node_exports_as_its_local_recording(home: Path, nats_server: NatsServer) -> None:
+    with trio.fail_after(60):
+        async with node_daemon(home, nats_server.url) as daemon:
+            sid = await a_session(home, 2)
+            mirror: SessionMirror = daemon.core.sessions[sid].mirror
+            async with open_link(nats_server.url) as link:
+                assert await SessionLease(await link.bucket(lease_bucket(USER), ttl_s=10)).owner(sid) == "node-a"
+        assert mirror.state == "ended" and mirror.done.is_set()
+        exported = home / "exported.jsonl"
+        done = await trio.to_thread.run_sync(
+            lambda: agentbus(home, "cluster", "export", sid, "--cluster", nats_server.url, "--user", USER, "-o", str(exported))
+        )
+        assert done.returncode == 0, done.stderr
+        local = recording_path(home / "data", sid).read_bytes()
+        assert exported.read_bytes() == local and local.count(b"\n") > 10
+        replayed = await trio.to_thread.run_sync(lambda: agentbus(home, "replay", str(exported), "--check", "-o", "none"))
+        assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+        async with open_link(nats_server.url) as link:  # released when the session stopped
+            assert await SessionLease(await link.bucket(lease_bucket(USER), ttl_s=10)).owner(sid) is None
+
+
+async def test_a_resumed_session_appends_its_new_part_after_what_the_stream_has(home: Path, nats_server: NatsServer) -> None:
+    with trio.fail_after(60):
+        async with node_daemon(home, nats_server.url):
+            sid = await a_session(home, 1)
+        fake = write_responses(home / "g.responses", text_response("again"))
+        async with node_daemon(home, nats_server.url), client_of(home) as client:
+            await client.load_session(sid, fake_responses=str(fake))
+            await client.subscribe(sid)
+            await client.prompt(sid, "once more")
+            await events_until(client)
+        async with open_link(nats_server.url) as link:
+            stored = b"".join(line + b"\n" for _, line in await Journal(link, USER, sid).lines())
+    local = recording_path(home / "data", sid).read_bytes()
+    assert stored == local and local.count(b'"kind":"meta"') == 2
+
+
+async def until_in_stream(link: object, sid: str, needle: bytes) -> list[bytes]:
+    journal = Journal(link, USER, sid)  # type: ignore[arg-type]
+    while True:
+        lines = [line for _, line in await journal.lines()]
+        if any(needle in line for line in lines):
+            return lines
+        await trio.sleep(0.05)
+
+
+async def test_another_node_taking_the_session_over_fences_the_first(
+    home: Path, nats_server: NatsServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="agentbus.daemon")
+    b_meta = b'{"v": 1, "kind": "meta", "node": "node-b"}'
+    with trio.fail_after(60):
+        async with node_daemon(home, nats_server.url, renew_every_s=600) as daemon, open_link(nats_server.url) as link:
+            fake = write_responses(home / "f.responses", text_response("one"), text_response("two"))
+            async with client_of(home) as client:
+                ready = await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")
+                sid = ready.session_id
+                mirror: SessionMirror = daemon.core.sessions[sid].mirror
+                await client.subscribe(sid, from_seq=1)
+                await client.prompt(sid, "first")
+                await events_until(client)
+                await until_in_stream(link, sid, b'"TurnEnded"')
+                # Node B takes the session over (A's lease given up under it) and writes.
+                bucket = await link.bucket(lease_bucket(USER), ttl_s=10)
+                held = await bucket.get(lease_key(sid))
+                assert held is not None
+                await bucket.delete(lease_key(sid), last=held[1])
+                await SessionLease(bucket).acquire(sid, "node-b")
+                await Journal(link, USER, sid).take_over(b_meta)
+                await client.prompt(sid, "second")
+                await events_until(client)
+                await mirror.done.wait()
+            assert mirror.state == "fenced" and "fenced" in mirror.problem
+            assert "fenced" in caplog.text and "no longer writes it to the cluster" in caplog.text
+            lines = [line for _, line in await Journal(link, USER, sid).lines()]
+            assert lines[-1] == b_meta  # nothing of A's after B's take-over
+            assert await SessionLease(bucket).owner(sid) == "node-b"  # A did not release B's lease
+
+
+async def test_a_lease_taken_by_another_node_is_reported_at_renewal(
+    home: Path, nats_server: NatsServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="agentbus.daemon")
+    with trio.fail_after(60):
+        async with node_daemon(home, nats_server.url, renew_every_s=0.1) as daemon, open_link(nats_server.url) as link:
+            fake = write_responses(home / "f.responses", text_response("one"))
+            async with client_of(home) as client:
+                ready = await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")
+                mirror: SessionMirror = daemon.core.sessions[ready.session_id].mirror
+                bucket = await link.bucket(lease_bucket(USER), ttl_s=10)
+                held = await bucket.get(lease_key(ready.session_id))
+                assert held is not None
+                await bucket.delete(lease_key(ready.session_id), last=held[1])
+                await SessionLease(bucket).acquire(ready.session_id, "node-b")
+                await mirror.done.wait()
+    assert mirror.state == "fenced" and "taken by node node-b" in mirror.problem
+    assert "taken by node node-b" in caplog.text
+
+
+async def test_a_session_another_node_holds_is_refused(home: Path, nats_server: NatsServer) -> None:
+    with trio.fail_after(60):
+        async with node_daemon(home, nats_server.url), open_link(nats_server.url) as link, client_of(home) as client:
+            await SessionLease(await link.bucket(lease_bucket(USER), ttl_s=10)).acquire("held-elsewhere", "node-b")
+            fake = write_responses(home / "f.responses", text_response("one"))
+            from actors.frontends.daemon.client import DaemonError
+
+            with pytest.raises(DaemonError, match="held by node node-b"):
+                await client.create_session(
+                    str(home / "ws"), session_id="held-elsewhere", fake_responses=str(fake), model="gemini-2.5-flash"
+                )
+
+
+def test_a_cluster_url_that_does_not_answer_stops_the_daemon_at_start(home: Path) -> None:
+    url = f"nats://127.0.0.1:{free_port()}"
+    done = agentbus(home, "daemon", "--cluster", url, timeout=60)
+    assert done.returncode == 1
+    assert f"no NATS server answers at {url}" in done.stderr
+    assert not (home / "run" / "daemon.sock").exists()
