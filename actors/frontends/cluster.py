@@ -99,21 +99,27 @@ def credentials(fields: Mapping[str, str]) -> Any:
     return Credentials(**fields)
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="agentbus cluster", description="Sessions in a cluster on NATS JetStream.")
-    sub = p.add_subparsers(dest="command", required=True)
-    export = sub.add_parser("export", help="a session's recording from the cluster's stream, in the local format")
-    export.add_argument("session_id", metavar="SESSION_ID")
-    export.add_argument("-o", "--output", metavar="FILE", help="write it here (default: stdout)")
-    export.add_argument("--user", help="whose session (default: this user, as the daemon names it)")
-    add_cluster_arguments(export, required=True)
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="agentbus cluster",
+        description="Sessions in a cluster on NATS JetStream (agentbus daemon --cluster URL; docs/cluster.md).",
+    )
+    p.add_argument(
+        "command",
+        choices=("export",),
+        help="export: a session's recording from the cluster's stream, in the local format (agentbus replay reads it)",
+    )
+    p.add_argument("session_id", metavar="SESSION_ID", help="the session")
+    p.add_argument("-o", "--output", metavar="FILE", help="write it here (default: stdout)")
+    p.add_argument("--user", help="whose session (default: this user, as the daemon names it)")
+    add_cluster_arguments(p, required=True)
     return p
 
 
 def main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
     import os
 
-    args = _parser().parse_args(list(argv))
+    args = build_parser().parse_args(list(argv))
     try:
         fields = credentials_from(args, os.environ if environ is None else environ)
     except ClusterArgsError as exc:
@@ -157,4 +163,4 @@ async def _export(url: str, creds: Any, user: str, session_id: str, output: str 
     return len(lines)
 
 
-__all__ = ["ClusterArgsError", "add_cluster_arguments", "credentials", "credentials_from", "main"]
+__all__ = ["ClusterArgsError", "add_cluster_arguments", "build_parser", "credentials", "credentials_from", "main"]

@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Gemini CLI's agent runtime on a bus of trio actors. Headless: agentbus -p PROMPT "
             "(Gemini CLI's flags, output and exit codes). Other commands, each with its own "
-            "--help: agentbus chat | daemon | web | acp | tool NAME | agents | mcp | replay FILE | explore TARGET."
+            "--help: agentbus chat | daemon | web | acp | tool NAME | agents | mcp | replay FILE | explore TARGET | cluster export SESSION."
         ),
         epilog=(
             "Exit codes: 0 success, 1 an error (API, bad flags), 41 authentication, 42 bad input, "

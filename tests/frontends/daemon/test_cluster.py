@@ -177,3 +177,27 @@ def test_a_cluster_url_that_does_not_answer_stops_the_daemon_at_start(home: Path
     assert done.returncode == 1
     assert f"no NATS server answers at {url}" in done.stderr
     assert not (home / "run" / "daemon.sock").exists()
+
+
+async def test_a_mode_change_restarts_the_session_under_the_same_lease(home: Path, nats_server: NatsServer) -> None:
+    """The restarted run's mirror takes over the old one's lease, journal and place in
+    the file: the stream stays the local file, the lease never left the node."""
+    fake = write_responses(home / "f.responses", text_response("one"), text_response("two"))
+    with trio.fail_after(60):
+        async with node_daemon(home, nats_server.url) as daemon:
+            async with client_of(home) as client:
+                ready = await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")
+                sid = ready.session_id
+                first: SessionMirror = daemon.core.sessions[sid].mirror
+                await client.subscribe(sid, from_seq=1)
+                await client.prompt(sid, "first")
+                await events_until(client)
+                await client.set_mode(sid, "yolo")
+                second: SessionMirror = daemon.core.sessions[sid].mirror
+                assert second is not first and first.handed_over and second.lease == first.lease
+                await client.prompt(sid, "second")
+                await events_until(client)
+        async with open_link(nats_server.url) as link:
+            stored = b"".join(line + b"\n" for _, line in await Journal(link, USER, sid).lines())
+    local = recording_path(home / "data", sid).read_bytes()
+    assert stored == local and local.count(b'"kind":"meta"') == 2

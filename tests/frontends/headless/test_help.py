@@ -14,6 +14,7 @@ from actors.frontends import SUBCOMMANDS
 from actors.frontends.acp import build_parser as acp_parser
 from actors.frontends.agents import build_parser as agents_parser
 from actors.frontends.chat import _parser as chat_parser
+from actors.frontends.cluster import build_parser as cluster_parser
 from actors.frontends.daemon import _parser as daemon_parser
 from actors.frontends.explore import build_parser as explore_parser
 from actors.frontends.mcp import build_parser as mcp_parser
@@ -35,6 +36,7 @@ PARSERS: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "agentbus agents": agents_parser,
     "agentbus mcp": mcp_parser,
     "agentbus web": web_parser,
+    "agentbus cluster": cluster_parser,
 }
 
 # Flags whose values come from a fixed set: argparse must refuse anything else.
