@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import operator
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import attrs
 
 from bus.json_values import JsonValue, freeze, well_formed
 
-__all__ = ["JsonValue", "frozen_json", "json_tuple", "new_id", "shared_repr", "text_field"]
+__all__ = ["JsonValue", "frozen_json", "json_tuple", "new_id", "shared_methods", "text_field"]
 
 _C = TypeVar("_C", bound=type)
 
@@ -43,14 +45,43 @@ def _well_formed_text(value: Any) -> Any:
 
 
 
-def shared_repr(cls: _C) -> _C:
-    """Give an attrs class made with ``repr=False`` the one shared ``__repr__``, whose
-    text is the one attrs would generate (``Name(field=value!r, ...)``, ``...`` for an
-    object met again inside itself). attrs compiles a ``__repr__`` of its own for each
-    class, some 40% of the cost of creating a message class, and every process pays for
-    the hundred message classes at start-up; a repr is only read in tests and logs."""
-    setattr(cls, "__repr__", _attrs_repr)  # noqa: B010 - mypy refuses assigning a method
+def shared_methods(cls: _C) -> _C:
+    """Give an attrs class made with ``repr=False, eq=False`` the shared ``__repr__``,
+    ``__eq__`` and ``__hash__``, which do what attrs would generate: the repr's text is
+    attrs' (``Name(field=value!r, ...)``, ``...`` for an object met again inside
+    itself); equal means the same class and equal fields; the hash is of the class and
+    the fields. attrs compiles these three for each class, some 60% of the cost of
+    creating a message class, and every process pays for the hundred message classes
+    at start-up."""
+    fields = cls.__attrs_attrs__  # type: ignore[attr-defined]
+    compared = [f.name for f in fields if f.eq]
+    hashed = [f.name for f in fields if (f.eq if f.hash is None else f.hash)]
+    _COMPARED[cls] = operator.attrgetter(*compared) if compared else _no_fields
+    _HASHED[cls] = operator.attrgetter(*hashed) if hashed else _no_fields
+    # setattr: mypy refuses assigning to a method
+    setattr(cls, "__repr__", _attrs_repr)  # noqa: B010
+    setattr(cls, "__eq__", _attrs_eq)  # noqa: B010
+    setattr(cls, "__hash__", _attrs_hash)  # noqa: B010
     return cls
+
+
+_COMPARED: dict[type, Callable[[Any], Any]] = {}
+_HASHED: dict[type, Callable[[Any], Any]] = {}
+
+
+def _no_fields(_value: Any) -> tuple[()]:
+    return ()
+
+
+def _attrs_eq(self: Any, other: Any) -> Any:
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    values = _COMPARED[self.__class__]
+    return values(self) == values(other)
+
+
+def _attrs_hash(self: Any) -> int:
+    return hash((self.__class__, _HASHED[self.__class__](self)))
 
 
 _repr_context = threading.local()

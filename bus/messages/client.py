@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import attrs
 
-from ._common import JsonValue, frozen_json, json_tuple, shared_repr
+from ._common import JsonValue, frozen_json, json_tuple, shared_methods
 from .kinds import McpServerState, ProtocolErrorCode, SessionState
 from .tools import CompletedCall
 
@@ -22,8 +22,8 @@ PROTOCOL_VERSION = 1
 """Version of the native protocol; ``Hello.protocol`` must equal it."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class SessionSummary:
     """One session as ``ListSessions`` and ``SessionReady`` describe it (a value)."""
 
@@ -48,8 +48,8 @@ class SessionSummary:
     """Connections subscribed to it."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ConnectionSummary:
     """One client connection (in ``DaemonInfo``)."""
 
@@ -64,8 +64,8 @@ class ConnectionSummary:
     """Its send buffer is full (the client does not read)."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class McpToolSummary:
     """One tool of an MCP server (in ``McpServerSummary``)."""
 
@@ -76,8 +76,8 @@ class McpToolSummary:
     """Its input schema as declared to the model."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class McpPromptSummary:
     """One prompt of an MCP server (in ``McpServerSummary``)."""
 
@@ -94,8 +94,8 @@ class McpPromptSummary:
     """The arguments it requires."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class McpResourceSummary:
     """One resource of an MCP server (in ``McpServerSummary``); ``@<server>:<uri>`` in
     a prompt reads it."""
@@ -106,8 +106,8 @@ class McpResourceSummary:
     description: str = ""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class McpServerSummary:
     """One MCP server of a session and its state (in ``McpServerList``)."""
 
@@ -124,8 +124,8 @@ class McpServerSummary:
 
 
 # -- client -> daemon ----------------------------------------------------------------------
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Hello:
     """First frame of a connection."""
 
@@ -139,8 +139,8 @@ class Hello:
     session_id: str = ""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ListSessions:
     """Request: the daemon's sessions, plus the recordings of ``workspace`` when given."""
 
@@ -149,8 +149,8 @@ class ListSessions:
     session_id: str = ""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class CreateSession:
     """Request: start a new session; answered by ``SessionReady``."""
 
@@ -176,8 +176,8 @@ class CreateSession:
     credentials, never written anywhere. None: the daemon's own environment."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class LoadSession:
     """Request: make a session run (resumed from its recording when it does not);
     answered by ``SessionReady``. A running session is shared, not restarted."""
@@ -192,8 +192,8 @@ class LoadSession:
     the session's model requests use these credentials from now on."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class EndSession:
     """Request: close the session for every client (its running turn is cancelled first);
     the daemon forgets it (the recording stays)."""
@@ -203,8 +203,8 @@ class EndSession:
     reason: str = ""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Subscribe:
     """Request: send this session's events, from ``from_seq`` on (caught up from the
     recording, then live, with no gap and no duplicate); ``None``: from now on. Loads the
@@ -218,8 +218,8 @@ class Subscribe:
     chunks, tool runs, loop checks, hook runs) is left out."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Unsubscribe:
     """Request: stop sending this session's events."""
 
@@ -227,8 +227,8 @@ class Unsubscribe:
     request_id: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Prompt:
     """Request: submit a prompt. Unless ``parts`` are given, the daemon (which holds the
     session's MCP servers) runs ``text`` as an MCP prompt's command (``/<prompt> args``)
@@ -246,8 +246,8 @@ class Prompt:
     editor sent beside the text)."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Cancel:
     """Request: cancel the running turn, or the tool call of ``tool_request_id``
     (a ``CallTool``). The acknowledgement follows as an event."""
@@ -257,8 +257,8 @@ class Cancel:
     tool_request_id: str = ""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Answer:
     """Request: answer an approval (``outcome`` is a ``ToolConfirmationOutcome``:
     ``proceed_once``, ``proceed_always``, ``cancel``...). The first answer wins; the
@@ -272,8 +272,8 @@ class Answer:
     ``invalid``, answering the request)."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class SetMode:
     """Request: change the approval mode (between turns)."""
 
@@ -284,8 +284,8 @@ class SetMode:
     ``invalid``, answering the request)."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class CallTool:
     """Request: run a tool as the user (``client_initiated``) through the session's
     scheduler; the result goes to this client only, as ``ToolCallResult``, and stays out
@@ -300,8 +300,8 @@ class CallTool:
     prompt's model request carries it; only a call that ran is added."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ListMcpServers:
     """Request: a session's MCP servers, their state, tools, prompts and resources;
     answered by ``McpServerList``."""
@@ -310,8 +310,8 @@ class ListMcpServers:
     request_id: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class DaemonStatus:
     """Request: what the daemon runs; answered by ``DaemonInfo``."""
 
@@ -319,8 +319,8 @@ class DaemonStatus:
     session_id: str = ""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class StopDaemon:
     """Request: shut the daemon down (as SIGTERM does); answered by ``RequestDone``."""
 
@@ -329,8 +329,8 @@ class StopDaemon:
 
 
 # -- daemon -> client ----------------------------------------------------------------------
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Welcome:
     """Reply to ``Hello``."""
 
@@ -343,8 +343,8 @@ class Welcome:
     session_id: str = ""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class RequestDone:
     """Reply: the request was carried out (or, for commands, handed to the session)."""
 
@@ -352,8 +352,8 @@ class RequestDone:
     session_id: str = ""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class SessionList:
     """Reply to ``ListSessions``."""
 
@@ -362,8 +362,8 @@ class SessionList:
     session_id: str = ""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class SessionReady:
     """Reply to ``CreateSession`` and ``LoadSession``: the session runs."""
 
@@ -374,8 +374,8 @@ class SessionReady:
     """It was started from its recording (history rebuilt)."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Subscribed:
     """Reply to ``Subscribe``: events from ``from_seq`` follow."""
 
@@ -391,8 +391,8 @@ class Subscribed:
     when it is older than ``from_seq``, otherwise in its place among the events."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class PromptAccepted:
     """Reply to ``Prompt``: handed to the session as ``SubmitPrompt(prompt_id)``."""
 
@@ -401,8 +401,8 @@ class PromptAccepted:
     prompt_id: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ToolCallResult:
     """Reply to ``CallTool``, to the requesting client only: the settled call."""
 
@@ -413,8 +413,8 @@ class ToolCallResult:
     """The result was added to the conversation (``CallTool.add_to_context``)."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class McpServerList:
     """Reply to ``ListMcpServers``: the session's servers by name (none when it has
     none)."""
@@ -424,8 +424,8 @@ class McpServerList:
     servers: tuple[McpServerSummary, ...] = ()
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class DaemonInfo:
     """Reply to ``DaemonStatus``."""
 
@@ -438,8 +438,8 @@ class DaemonInfo:
     session_id: str = ""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class CaughtUp:
     """Notice: a new subscription's events before ``next_seq`` (its live point) have
     been sent; what follows is live. A client showing a conversation as history knows
@@ -449,8 +449,8 @@ class CaughtUp:
     next_seq: int
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class SubscriptionEnded:
     """Notice: no more events of this session will come (it closed)."""
 
@@ -458,8 +458,8 @@ class SubscriptionEnded:
     reason: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class DaemonStopping:
     """Notice: the daemon shuts down; the connection closes next."""
 
@@ -467,8 +467,8 @@ class DaemonStopping:
     session_id: str = ""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ProtocolError:
     """Reply or notice: a frame or request was refused. ``fatal``: the connection closes.
 

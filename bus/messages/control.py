@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import attrs
 
-from ._common import shared_repr
+from ._common import shared_methods
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ActorFailed:
     """Event: an actor crashed. Its peers are cancelled; pending requests fail."""
 
@@ -17,8 +17,8 @@ class ActorFailed:
     reason: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ObserverLagged:
     """Event to an observer that fell behind: resynchronise from ``resume_from``."""
 
@@ -27,8 +27,8 @@ class ObserverLagged:
     resume_from: int
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Shutdown:
     """Command: stop the session's actors (inbox closes, actors finish and cascade)."""
 

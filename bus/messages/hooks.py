@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import attrs
 
-from ._common import JsonValue, frozen_json, shared_repr
+from ._common import JsonValue, frozen_json, shared_methods
 from .kinds import HookEvent, HookOutputFormat
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class RunHooks:
     """Command to the hook runner: run the hooks of ``event`` that match ``target``."""
 
@@ -33,8 +33,8 @@ class RunHooks:
     ``cwd``, ``hook_event_name`` and ``timestamp``."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class HookRan:
     """Event: one hook command finished (or failed to run)."""
 
@@ -61,8 +61,8 @@ class HookRan:
     it (a sequential hook actually received it with earlier hooks' changes applied)."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class HooksFinished:
     """Terminal reply to ``RunHooks``: the hooks' answers, aggregated for the event."""
 
@@ -84,8 +84,8 @@ class HooksFinished:
     """The request was cancelled (``CancelHooks`` or the runner stopping)."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class CancelHooks:
     """Command: kill the running hooks of a request; ``HooksFinished`` follows."""
 

@@ -10,12 +10,12 @@ from typing import TypeAlias
 
 import attrs
 
-from ._common import JsonValue, frozen_json, json_tuple, shared_repr, text_field
+from ._common import JsonValue, frozen_json, json_tuple, shared_methods, text_field
 from .kinds import GenerateMethod, ModelRole
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class GenerateRequest:
     """Command to the gateway.
 
@@ -36,8 +36,8 @@ class GenerateRequest:
     """Who asks."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ModelChunk:
     """Event: one streamed response chunk (a ``GenerateContentResponse``)."""
 
@@ -47,8 +47,8 @@ class ModelChunk:
     chunk: JsonValue = frozen_json({})
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ModelRetrying:
     """Event: the gateway will retry after ``delay_s`` (partial output is void)."""
 
@@ -60,8 +60,8 @@ class ModelRetrying:
     mid_stream: bool = False
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ModelFinished:
     """Terminal reply: the response is complete."""
 
@@ -72,8 +72,8 @@ class ModelFinished:
     latency_ms: int = 0
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ApiError:
     """What went wrong talking to the model."""
 
@@ -92,8 +92,8 @@ class ApiError:
     """The Google error's ``ErrorInfo.reason`` (``API_KEY_INVALID``...)."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ModelFailed:
     """Terminal reply: the request failed for good (retries exhausted, fatal error)."""
 
@@ -103,8 +103,8 @@ class ModelFailed:
     error: ApiError
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class CancelGeneration:
     """Command: stop a request; the HTTP stream is closed."""
 
@@ -113,8 +113,8 @@ class CancelGeneration:
     reason: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class GenerationCancelled:
     """Terminal reply to a cancelled request (the acknowledgement)."""
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import attrs
 
-from ._common import JsonValue, frozen_json, json_tuple, shared_repr, text_field
+from ._common import JsonValue, frozen_json, json_tuple, shared_methods, text_field
 from .kinds import ApprovalMode
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class OpenSession:
     """Command to a session actor: start (or resume) the conversation."""
 
@@ -28,8 +28,8 @@ class OpenSession:
     """Contents carried over from a resumed session (Gemini wire shape)."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class SessionOpened:
     """Event: the session is ready to take prompts."""
 
@@ -40,8 +40,8 @@ class SessionOpened:
     resumed: bool = False
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class SubmitPrompt:
     """Command from a client: run one prompt as a turn."""
 
@@ -53,8 +53,8 @@ class SubmitPrompt:
     """The prompt as the user typed it."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class PromptQueued:
     """Event: a prompt arrived while a turn was running and waits its turn."""
 
@@ -63,8 +63,8 @@ class PromptQueued:
     position: int
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class CancelTurn:
     """Command: cancel the running turn (``turn_id`` None: whichever is running)."""
 
@@ -74,8 +74,8 @@ class CancelTurn:
     requested_by: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class TurnCancelAcknowledged:
     """Event: the cancel was carried out; nothing the turn started still runs."""
 
@@ -84,8 +84,8 @@ class TurnCancelAcknowledged:
     requested_by: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ConfigureSession:
     """Command from a client: change the session's approval mode and/or model (``None``:
     unchanged); turns started from now on use them. ``SessionConfigured`` answers."""
@@ -101,8 +101,8 @@ class ConfigureSession:
     uses it to allow exactly one recovery turn."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class SessionConfigured:
     """Event: the settings the session's next turns use (after ``ConfigureSession``)."""
 
@@ -113,8 +113,8 @@ class SessionConfigured:
     requested_by: str = ""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AddContext:
     """Command from a client: add ``parts`` to the conversation as a user turn of their
     own, so that the next prompt's model request carries them (the result of a tool
@@ -127,8 +127,8 @@ class AddContext:
     requested_by: str = ""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ContextAdded:
     """Event: ``content`` (a user ``Content``) was appended to the session's history;
     the next model request carries it (resume rebuilds it from this event)."""
@@ -139,8 +139,8 @@ class ContextAdded:
     requested_by: str = ""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class CloseSession:
     """Command: finish the session (cancels a running turn first)."""
 
@@ -148,8 +148,8 @@ class CloseSession:
     reason: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class SessionClosed:
     """Event: the session's actors have stopped; the last message of a session."""
 

@@ -11,7 +11,7 @@ from typing import Literal
 
 import attrs
 
-from ._common import JsonValue, frozen_json, json_tuple, shared_repr, text_field
+from ._common import JsonValue, frozen_json, json_tuple, shared_methods, text_field
 from .kinds import (
     AgentTerminateMode,
     ApprovalMode,
@@ -26,8 +26,8 @@ from .kinds import (
 TERMINAL_STATES: frozenset[ToolCallStatus] = frozenset(("success", "error", "cancelled"))
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ToolCallRequest:
     """One function call to run (a value inside ``ScheduleBatch``)."""
 
@@ -39,8 +39,8 @@ class ToolCallRequest:
     """True when a user asked for the call directly rather than the model."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ScheduleBatch:
     """Command to the scheduler: run these calls; reply ``BatchSettled`` to ``reply_to``."""
 
@@ -56,8 +56,8 @@ class ScheduleBatch:
     inherits its model uses it)."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ToolCallUpdated:
     """Event: a call changed state."""
 
@@ -71,8 +71,8 @@ class ToolCallUpdated:
     detail: str = text_field("")
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ApprovalRequested:
     """Event to clients: a call waits for a decision."""
 
@@ -97,8 +97,8 @@ class ApprovalRequested:
     """The session id the answer carries; empty: ``session_id``."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ApprovalAnswered:
     """Command from a client: ``outcome`` is Gemini CLI's ``ToolConfirmationOutcome``."""
 
@@ -108,8 +108,8 @@ class ApprovalAnswered:
     answered_by: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ApprovalSettled:
     """Event: which answer won (the first); later answers are told it was taken."""
 
@@ -120,8 +120,8 @@ class ApprovalSettled:
     answered_by: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class RunTool:
     """Command to an executor: run one validated, approved call."""
 
@@ -139,8 +139,8 @@ class RunTool:
     """The user asked for the call (``ToolCallRequest.client_initiated``), not the model."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ReadTextFile:
     """Request from an executor to the session's file-access client (an editor that
     serves its buffers): the text of ``path``; one ``FileAccessed`` answers."""
@@ -152,8 +152,8 @@ class ReadTextFile:
     """Absolute path."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class WriteTextFile:
     """Request from an executor to the session's file-access client: replace the text of
     ``path`` (creating it); one ``FileAccessed`` answers."""
@@ -165,8 +165,8 @@ class WriteTextFile:
     content: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class FileAccessed:
     """Terminal reply to ``ReadTextFile`` / ``WriteTextFile``."""
 
@@ -180,8 +180,8 @@ class FileAccessed:
     """The file does not exist (a read of a new file)."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class RunInTerminal:
     """Request from an executor to the session's terminal client (an editor that runs
     commands in terminals it shows, ACP's ``terminal/*``): run ``command`` with ``args``
@@ -200,8 +200,8 @@ class RunInTerminal:
     """Variables to set (name -> value) over the client's environment."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class TerminalOutput:
     """Event from the terminal client to the executor: output a ``RunInTerminal``
     command printed since the last one."""
@@ -211,8 +211,8 @@ class TerminalOutput:
     text: str = text_field()
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class TerminalExited:
     """Terminal reply to ``RunInTerminal``: the command's whole output and how it ended
     (``error``: it could not run, or the client failed while it ran)."""
@@ -227,8 +227,8 @@ class TerminalExited:
     terminal_id: str = ""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class KillTerminal:
     """Command from an executor to the terminal client: kill a ``RunInTerminal``
     command (the call was cancelled); its ``TerminalExited`` still answers."""
@@ -238,8 +238,8 @@ class KillTerminal:
     reason: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ToolOutputStreamed:
     """Event: live output of a running call (shell)."""
 
@@ -249,8 +249,8 @@ class ToolOutputStreamed:
     pid: int | None = None
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ToolResult:
     """What a tool produced (a value inside ``ToolFinished``).
 
@@ -267,8 +267,8 @@ class ToolResult:
     data: JsonValue = frozen_json(None)
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ToolFinished:
     """Terminal reply from an executor to ``RunTool`` (also after ``CancelTool``)."""
 
@@ -278,8 +278,8 @@ class ToolFinished:
     duration_ms: int = 0
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class CancelTool:
     """Command to an executor: stop a running call (its process group is killed)."""
 
@@ -288,8 +288,8 @@ class CancelTool:
     reason: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class CompletedCall:
     """A settled call, as the model and the clients get it."""
 
@@ -310,8 +310,8 @@ class CompletedCall:
     each counts in tool statistics."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class BatchSettled:
     """Terminal reply to ``ScheduleBatch``: every call, in request order."""
 
@@ -320,8 +320,8 @@ class BatchSettled:
     calls: tuple[CompletedCall, ...] = ()
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class CancelBatch:
     """Command to the scheduler: cancel a batch in any state."""
 
@@ -330,8 +330,8 @@ class CancelBatch:
     reason: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class BatchCancelAcknowledged:
     """Event: the batch was cancelled; its ``BatchSettled`` went out before this."""
 
@@ -339,8 +339,8 @@ class BatchCancelAcknowledged:
     batch_id: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class SubagentActivity:
     """Event: what a subagent (a child session started by ``invoke_agent``) is doing,
     shown in the parent session nested under the call that started it.
@@ -365,8 +365,8 @@ class SubagentActivity:
     status: Literal[TerminalStatus, AgentTerminateMode, ""] = ""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ApprovalModeChanged:
     """Command to the scheduler: the session's approval mode changed during a turn. The
     running batch decides its later calls in the new mode, and calls waiting for an

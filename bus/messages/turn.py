@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from ._common import JsonValue, frozen_json, json_tuple, shared_repr
+from ._common import JsonValue, frozen_json, json_tuple, shared_methods
 from .kinds import (
     ApprovalMode,
     CompressionStatus,
@@ -17,8 +17,8 @@ from .kinds import (
 )
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class StartTurn:
     """Command from the session to the turn actor: run ``parts`` against ``history``."""
 
@@ -42,8 +42,8 @@ class StartTurn:
     """An earlier compression inflated the history: only truncation is tried now."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class TurnStarted:
     """Event: the turn began."""
 
@@ -52,8 +52,8 @@ class TurnStarted:
     prompt_id: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ModelSelected:
     """Event: the model chosen for this prompt (sticky for its continuations)."""
 
@@ -62,8 +62,8 @@ class ModelSelected:
     model: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class TextStreamed:
     """Event: assistant text as it arrives (thoughts excluded)."""
 
@@ -72,8 +72,8 @@ class TextStreamed:
     text: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ThoughtStreamed:
     """Event: a thought summary part."""
 
@@ -83,8 +83,8 @@ class ThoughtStreamed:
     description: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ToolCallRequested:
     """Event: the model asked for a tool; ``call_id`` carries the ``<name>__`` prefix."""
 
@@ -95,8 +95,8 @@ class ToolCallRequested:
     args: JsonValue = frozen_json({})
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class StreamRetried:
     """Event: the model stream failed mid-way and is retried; drop partial output."""
 
@@ -106,8 +106,8 @@ class StreamRetried:
     reason: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class TurnNotice:
     """Event: a warning or error worth showing that does not end the turn by itself.
 
@@ -123,8 +123,8 @@ class TurnNotice:
     message: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class TurnError:
     """A fatal error that ended a turn (API error, fake-responses exhausted, ...)."""
 
@@ -137,8 +137,8 @@ class TurnError:
     status: int | None = None
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class TurnEnded:
     """Event: the last message of a turn.
 
@@ -167,8 +167,8 @@ class TurnEnded:
     """Carried to the next ``StartTurn``: a compression of this session inflated."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class HistoryCompressed:
     """Outcome of a compression attempt of the turn; sent to the session when
     ``history`` is set (``COMPRESSED``, ``CONTENT_TRUNCATED``), which then replaces its
@@ -185,8 +185,8 @@ class HistoryCompressed:
     """The whole new conversation (environment context first, when there was one)."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ResetLoopDetection:
     """Command from the turn to the loop detector: a new prompt starts (its windows and
     counts restart; nothing happens when ``prompt_id`` is the current one)."""
@@ -197,8 +197,8 @@ class ResetLoopDetection:
     """The prompt's text, shown to the LLM loop check as the original request."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class CheckLoop:
     """Request from the turn to the loop detector, answered by one ``LoopVerdict``.
 
@@ -219,8 +219,8 @@ class CheckLoop:
     history: tuple[JsonValue, ...] = json_tuple()
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class LoopVerdict:
     """Reply to ``CheckLoop``: ``count`` loops detected in this prompt so far when this
     event completes one (0: no loop, go on)."""
@@ -238,8 +238,8 @@ class LoopVerdict:
     """The model that confirmed an LLM-detected loop."""
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ClearLoopDetection:
     """Command to the loop detector: the recovery turn starts; the count is kept, so the
     next detection in this prompt is the second."""
@@ -248,8 +248,8 @@ class ClearLoopDetection:
     prompt_id: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class CancelLoopCheck:
     """Command to the loop detector: stop the LLM check of ``request_id`` (the turn is
     cancelled); its ``LoopVerdict`` still comes, with no loop."""
@@ -259,8 +259,8 @@ class CancelLoopCheck:
     reason: str
 
 
-@shared_repr
-@attrs.frozen(kw_only=True, repr=False)
+@shared_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class DisableLoopDetection:
     """Command to the loop detector: no more detection in this session."""
 

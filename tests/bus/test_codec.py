@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import functools
 import json
 
 import attrs
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bus import CodecError, messages
@@ -50,23 +51,34 @@ MESSAGE_CLASSES = [
 ]
 
 
+@functools.cache
 def _attrs_twin(cls: type) -> type:
-    """The class as attrs would make it with its own generated ``__repr__``."""
+    """The class as attrs would make it with its own generated methods."""
     return attrs.make_class(cls.__name__, [f.name for f in attrs.fields(cls)], frozen=True)
 
 
-def test_message_classes_share_one_repr() -> None:
-    """attrs compiles no ``__repr__`` per message class (start-up cost, issue #20)."""
+def test_message_classes_share_their_repr_eq_and_hash() -> None:
+    """attrs compiles no ``__repr__``, ``__eq__`` or ``__hash__`` per message class
+    (the start-up's cost, issue #20)."""
     assert set(ALL_MESSAGES) <= set(MESSAGE_CLASSES)
-    assert len({cls.__repr__ for cls in MESSAGE_CLASSES}) == 1
+    for method in ("__repr__", "__eq__", "__hash__"):
+        assert len({getattr(cls, method) for cls in MESSAGE_CLASSES}) == 1, method
 
 
 @pytest.mark.parametrize("cls", MESSAGE_CLASSES, ids=lambda c: c.__name__)
+@settings(max_examples=15)  # the same three functions for every class: a few values each
 @given(data=st.data())
-def test_every_message_shows_as_attrs_would(cls: type, data: st.DataObject) -> None:
-    msg = data.draw(st.from_type(cls))
-    twin = _attrs_twin(cls)(*(getattr(msg, f.name) for f in attrs.fields(cls)))
-    assert repr(msg) == repr(twin)
+def test_every_message_shows_and_compares_as_attrs_would(cls: type, data: st.DataObject) -> None:
+    twin = _attrs_twin(cls)
+    one, other = data.draw(st.from_type(cls)), data.draw(st.from_type(cls))
+    same = attrs.evolve(one)
+    as_twins = [twin(*(getattr(m, f.name) for f in attrs.fields(cls))) for m in (one, other, same)]
+    assert repr(one) == repr(as_twins[0])
+    assert (one == other) == (as_twins[0] == as_twins[1])
+    assert (one != other) == (as_twins[0] != as_twins[1])
+    assert one == same and not one != same and one is not same
+    assert hash(one) == hash(same)
+    assert one != as_twins[0] and as_twins[0] != one  # another class with the same fields
 
 
 def test_a_message_inside_itself_shows_as_dots() -> None:
