@@ -174,6 +174,11 @@ class CreateSession:
     """The client's auth environment (``GEMINI_API_KEY``, ``GOOGLE_GEMINI_BASE_URL``...,
     names to values, unset ones left out): the session's model requests use these
     credentials, never written anywhere. None: the daemon's own environment."""
+    mcp_servers: tuple[JsonValue, ...] = json_tuple()
+    """The client's own MCP servers for the session (ACP ``mcpServers`` entries: stdio,
+    ``http``, ``sse``), which the daemon starts beside those of the settings (a stdio
+    one in the workspace, with the daemon's environment and the entry's ``env``); a
+    malformed entry is ``invalid``. Kept in memory only, never written anywhere."""
 
 
 @shared_methods
@@ -190,6 +195,9 @@ class LoadSession:
     auth_env: JsonValue = frozen_json(None)
     """As ``CreateSession.auth_env``: when they make a complete auth configuration,
     the session's model requests use these credentials from now on."""
+    mcp_servers: tuple[JsonValue, ...] = json_tuple()
+    """As ``CreateSession.mcp_servers``, for a session this request starts (resumes);
+    a running session keeps the servers it has (``SessionReady.resumed`` is false)."""
 
 
 @shared_methods

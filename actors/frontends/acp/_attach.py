@@ -132,10 +132,15 @@ class AttachedSession(AcpSession):
         *,
         session_id: str | None,
         workspace: Path,
+        mcp_servers: list[Any] | None = None,
     ) -> None:
         super().__init__(peer, options, session_id=session_id or "", workspace=workspace)
         self.link = link
         self.load = session_id is not None
+        self.mcp_servers = list(mcp_servers or [])
+        """The client's ``mcpServers`` (checked), which the daemon starts for the session."""
+        self.mcp_servers_ignored = False
+        """Loaded while it ran in the daemon: the client's servers were not started."""
         self._mcp_entries: list[dict[str, Any]] = []
 
     expands_prompts = False  # the daemon runs MCP prompts and reads @ references
@@ -153,14 +158,22 @@ class AttachedSession(AcpSession):
         fake = o.fake_responses or o.fake_responses_non_strict or ""
         try:
             if self.load:
-                ready = await self.client.load_session(self.session_id, fake_responses=fake)
+                ready = await self.client.load_session(
+                    self.session_id, fake_responses=fake, mcp_servers=self.mcp_servers
+                )
             else:
                 mode = o.approval_mode or ("yolo" if o.yolo else "")
                 ready = await self.client.create_session(
-                    str(self.workspace), model=o.model or "", approval_mode=mode, fake_responses=fake
+                    str(self.workspace),
+                    model=o.model or "",
+                    approval_mode=mode,
+                    fake_responses=fake,
+                    mcp_servers=self.mcp_servers,
                 )
         except DaemonError as exc:
             raise daemon_error(exc) from None
+        # A session already running in the daemon keeps the servers it started with.
+        self.mcp_servers_ignored = bool(self.load and self.mcp_servers and not ready.resumed)
         summary = ready.summary
         self.session_id = ready.session_id
         try:

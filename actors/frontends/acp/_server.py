@@ -386,12 +386,6 @@ class AcpServer:
         finally:
             self.sessions.pop(session.session_id, None)
 
-    def _warn_attached_mcp(self, servers: list[Any]) -> None:
-        if servers and self.options.attach:
-            self._log(
-                f"agentbus acp: the client's MCP servers are not passed to the daemon (--attach); ignoring {len(servers)} of them"
-            )
-
     async def _daemon_link(self) -> Any:
         """The connection to the daemon (``--attach``), opened by the first session."""
         from actors.frontends.acp._attach import DaemonLink
@@ -415,13 +409,19 @@ class AcpServer:
 
     async def _new_session(self, params: dict[str, Any]) -> Any:
         cwd = absolute_dir(params)
-        servers = mcp_servers(params, cwd)
-        self._warn_attached_mcp(servers)
+        servers = mcp_servers(params, cwd)  # checked here: a malformed entry is invalid params
         session: AcpSession
         if self.options.attach:
             from actors.frontends.acp._attach import AttachedSession
 
-            session = AttachedSession(self, await self._daemon_link(), self.options, session_id=None, workspace=Path(cwd))
+            session = AttachedSession(
+                self,
+                await self._daemon_link(),
+                self.options,
+                session_id=None,
+                workspace=Path(cwd),
+                mcp_servers=params.get("mcpServers") or [],
+            )
         else:
             session = BusSession(
                 self, self.bus, self.options, session_id=str(uuid.uuid4()), workspace=Path(cwd), mcp_servers=servers
@@ -476,7 +476,6 @@ class AcpServer:
             raise invalid_params(problem, sessionId=sid[:MAX_SESSION_ID])
         cwd = absolute_dir(params)
         servers = mcp_servers(params, cwd)
-        self._warn_attached_mcp(servers)
         running = self.sessions.get(sid)
         if not replay and running is not None and running.view is not None:
             # Resumed while it runs here: it goes on as it is.
@@ -484,8 +483,20 @@ class AcpServer:
         if self.options.attach and running is None:
             from actors.frontends.acp._attach import AttachedSession
 
-            attached = AttachedSession(self, await self._daemon_link(), self.options, session_id=sid, workspace=Path(cwd))
+            attached = AttachedSession(
+                self,
+                await self._daemon_link(),
+                self.options,
+                session_id=sid,
+                workspace=Path(cwd),
+                mcp_servers=params.get("mcpServers") or [],
+            )
             started = await self._start(attached)
+            if attached.mcp_servers_ignored:
+                self._log(
+                    f"agentbus acp: session {sid} already runs in the daemon: it keeps its MCP servers,"
+                    f" the client's {len(attached.mcp_servers)} are not started"
+                )
             if replay:
                 for update in started.replay:
                     await self.notify("session/update", {"sessionId": sid, "update": update})

@@ -443,6 +443,7 @@ class ConnectionActor:
                     fake_responses=msg.fake_responses,
                     fake_chunk_delay_ms=msg.fake_chunk_delay_ms,
                     auth_env=auth_env_from(msg.auth_env),
+                    mcp_servers=msg.mcp_servers,
                 )
                 self.rules.sessions.add(live.session_id)
                 await self._send(
@@ -454,6 +455,7 @@ class ConnectionActor:
                     fake_responses=msg.fake_responses,
                     fake_chunk_delay_ms=msg.fake_chunk_delay_ms,
                     auth_env=auth_env_from(msg.auth_env),
+                    mcp_servers=msg.mcp_servers,
                 )
                 self.rules.sessions.add(live.session_id)
                 await self._send(

@@ -62,6 +62,7 @@ from actors.recording import (
     session_in_use,
 )
 from bus import Bus, DeliveryError, Envelope, Port
+from bus.json_values import thaw
 from bus.messages import (
     ApprovalMode,
     ApprovalRequested,
@@ -144,6 +145,10 @@ class LiveSession:
     auth_env: Mapping[str, str] | None = attrs.field(default=None, repr=False)
     """The credentials its model requests use (``CreateSession.auth_env``; None: the
     daemon's own environment). Kept in memory only."""
+    mcp_servers: tuple[Any, ...] = attrs.field(default=(), repr=False)
+    """Its client's own MCP servers (``CreateSession.mcp_servers`` as
+    ``mcp_config.McpServerConfig``), started with it again when it restarts. Kept in
+    memory only (their environment and headers may hold secrets)."""
     mirror: Any = None
     """With ``--cluster``: its ``_cluster.SessionMirror`` (poked by the monitor)."""
 
@@ -210,9 +215,11 @@ class DaemonCore:
         fake_responses: str = "",
         fake_chunk_delay_ms: int = 0,
         auth_env: Mapping[str, str] | None = None,
+        mcp_servers: Any = (),
     ) -> LiveSession:
         self._refuse_when_stopping()
         ws = _workspace(workspace)
+        servers = _client_mcp_servers(mcp_servers, ws)
         sid = session_id or str(uuid.uuid4())
         if not sessions_on_disk.SESSION_ID_RE.match(sid):
             raise RequestError("invalid", f"invalid session id {sid!r}")
@@ -229,7 +236,7 @@ class DaemonCore:
             created=now_iso(),
         )
         with self._reserve(sid):
-            live = await self._start(entry, history=(), source="startup", auth_env=auth_env)
+            live = await self._start(entry, history=(), source="startup", auth_env=auth_env, mcp_servers=servers)
         self._remember(entry)
         return live
 
@@ -240,9 +247,12 @@ class DaemonCore:
         fake_responses: str = "",
         fake_chunk_delay_ms: int = 0,
         auth_env: Mapping[str, str] | None = None,
+        mcp_servers: Any = (),
     ) -> tuple[LiveSession, bool]:
         """The running session, starting (resuming) it when needed; True if resumed now.
-        ``auth_env``: the client's credentials (see ``_use_credentials``)."""
+        ``auth_env``: the client's credentials (see ``_use_credentials``);
+        ``mcp_servers``: the client's own MCP servers, for a session started now (a
+        running one keeps those it has)."""
         while session_id in self._starting:
             await self._starting[session_id].wait()
         live = self.sessions.get(session_id)
@@ -274,7 +284,8 @@ class DaemonCore:
             )
         with self._reserve(session_id):
             history = await trio.to_thread.run_sync(self._history, path)
-            live = await self._start(entry, history=history, source="resume", auth_env=auth_env)
+            servers = _client_mcp_servers(mcp_servers, Path(entry.workspace))
+            live = await self._start(entry, history=history, source="resume", auth_env=auth_env, mcp_servers=servers)
         self._remember(entry)
         return live, True
 
@@ -329,6 +340,7 @@ class DaemonCore:
                         history=await trio.to_thread.run_sync(self._history, live.recording),
                         source="resume",
                         auth_env=live.auth_env,
+                        mcp_servers=live.mcp_servers,
                     )
             except BaseException:
                 live.replaced.set()
@@ -523,10 +535,15 @@ class DaemonCore:
         return tuple(history)
 
     def _config(
-        self, entry: SessionEntry, history: tuple[Any, ...], auth_env: Mapping[str, str] | None
+        self,
+        entry: SessionEntry,
+        history: tuple[Any, ...],
+        auth_env: Mapping[str, str] | None,
+        mcp_servers: tuple[Any, ...] = (),
     ) -> runtime.SessionConfig:
         """The session's configuration; its model backend chosen (fake responses, or the
-        live backend of ``auth_env``, else of the daemon's environment)."""
+        live backend of ``auth_env``, else of the daemon's environment); its MCP servers
+        those of its settings and its client's (``mcp_servers``)."""
         workspace = Path(entry.workspace)
         settings = self._settings(workspace)
         environ = self.environ if auth_env is None else auth_env
@@ -559,6 +576,7 @@ class DaemonCore:
             recording=recording_path(self.data_dir, entry.session_id),
             settings=settings,
             secrets=secrets_from_env(environ),
+            mcp_extra=mcp_servers,
             settings_from_files=True,
         )
         if cfg.scrubber is None:  # a later client's keys may join it (``_use_credentials``)
@@ -596,13 +614,21 @@ class DaemonCore:
             started.set()
 
     async def _start(
-        self, entry: SessionEntry, *, history: tuple[Any, ...], source: str, auth_env: Mapping[str, str] | None
+        self,
+        entry: SessionEntry,
+        *,
+        history: tuple[Any, ...],
+        source: str,
+        auth_env: Mapping[str, str] | None,
+        mcp_servers: tuple[Any, ...] = (),
     ) -> LiveSession:
         sid = entry.session_id
         if not entry.fake_responses:
             await self.backends.prepare_live()
-        cfg = self._config(entry, history, auth_env)
-        live = LiveSession(entry=entry, cfg=cfg, recording=recording_path(self.data_dir, sid), auth_env=auth_env)
+        cfg = self._config(entry, history, auth_env, mcp_servers)
+        live = LiveSession(
+            entry=entry, cfg=cfg, recording=recording_path(self.data_dir, sid), auth_env=auth_env, mcp_servers=mcp_servers
+        )
         if self.node is not None:
             try:
                 live.mirror = await self.node.attach(sid, live.recording)
@@ -759,6 +785,20 @@ def _auth_type(settings: Mapping[str, Any], environ: Mapping[str, str]) -> str |
     """As headless: the settings' selected auth type, else the environment's."""
     selected = _settings.get(settings, "security.auth.selectedType")
     return selected if isinstance(selected, str) and selected else auth_type_from_env(environ)
+
+
+def _client_mcp_servers(entries: Any, workspace: Path) -> tuple[Any, ...]:
+    """A client's own MCP servers (ACP ``mcpServers`` entries, as JSON) as
+    ``McpServerConfig``; a stdio one runs in the workspace. A malformed entry is
+    ``invalid``, naming it."""
+    if not entries:
+        return ()
+    from actors.host.mcp_config import McpConfigError, acp_mcp_servers
+
+    try:
+        return tuple(acp_mcp_servers(thaw(entries), str(workspace)))
+    except McpConfigError as exc:
+        raise RequestError("invalid", f"mcp_servers: {exc}") from None
 
 
 def _workspace(workspace: str) -> Path:

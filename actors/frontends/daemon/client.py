@@ -56,7 +56,7 @@ import contextlib
 import math
 import os
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias, TypeVar
 
@@ -270,9 +270,12 @@ class DaemonClient:
         fake_responses: str = "",
         fake_chunk_delay_ms: int = 0,
         auth_env: Mapping[str, str] | None = None,
+        mcp_servers: Sequence[Any] = (),
     ) -> SessionReady:
         """``auth_env``: the credentials the session's model requests use (default:
-        this process's auth environment, ``actors.gateway.AUTH_ENV``)."""
+        this process's auth environment, ``actors.gateway.AUTH_ENV``); ``mcp_servers``:
+        the client's own MCP servers (ACP ``mcpServers`` entries) the daemon starts for
+        the session."""
         msg = CreateSession(
             request_id=new_id(),
             workspace=workspace,
@@ -282,6 +285,7 @@ class DaemonClient:
             fake_responses=fake_responses,
             fake_chunk_delay_ms=fake_chunk_delay_ms,
             auth_env=auth_environment(auth_env),
+            mcp_servers=tuple(mcp_servers),
         )
         return _expect(await self.request(msg), SessionReady)
 
@@ -292,14 +296,17 @@ class DaemonClient:
         fake_responses: str = "",
         fake_chunk_delay_ms: int = 0,
         auth_env: Mapping[str, str] | None = None,
+        mcp_servers: Sequence[Any] = (),
     ) -> SessionReady:
-        """``auth_env`` as for ``create_session``."""
+        """``auth_env`` and ``mcp_servers`` as for ``create_session`` (the servers only
+        for a session this starts: a running one keeps its own)."""
         msg = LoadSession(
             session_id=session_id,
             request_id=new_id(),
             fake_responses=fake_responses,
             fake_chunk_delay_ms=fake_chunk_delay_ms,
             auth_env=auth_environment(auth_env),
+            mcp_servers=tuple(mcp_servers),
         )
         return _expect(await self.request(msg), SessionReady)
 

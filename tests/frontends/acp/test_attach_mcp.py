@@ -87,3 +87,35 @@ async def test_prompts_and_resources_are_the_daemons(tmp_path: Path, ws: Path) -
     assert first[-1] == {"text": '"Hello, Ada!"'}
     assert {"text": "buy milk"} in second
     assert second[-1] == {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}
+
+
+async def test_the_clients_own_servers_are_started_by_the_daemon_and_kept_across_a_restart(
+    tmp_path: Path,
+    ws: Path,  # noqa: F811
+) -> None:
+    # The restarted session's fake responses start at their first line again.
+    script = fake_responses(tmp_path / "f.jsonl", text_chunks("Done."))
+    server = {"name": "cli", "command": sys.executable, "args": [SERVER], "env": []}
+    with trio.fail_after(60):
+        async with daemon(tmp_path), connected(attached(tmp_path, script)) as (client, _):
+            await client.initialize()
+            new = await client.call("session/new", {"cwd": str(ws), "mcpServers": [server]})
+            sid = new["sessionId"]
+            update = await client.wait_for(
+                lambda f: f.get("params", {}).get("update", {}).get("sessionUpdate") == "available_commands_update"
+            )
+            names = [c["name"] for c in update["params"]["update"]["availableCommands"]]
+            assert "greet" in names and "cli.help" in names, names
+            assert await prompt(client, sid, text("/greet Ada")) == ("end_turn", "Done.")
+            # A mode change restarts the session's actors in the daemon: its client's
+            # server is started again with them.
+            assert await client.call("session/set_mode", {"sessionId": sid, "modeId": "yolo"}) == {}
+            assert await prompt(client, sid, text("what is in @cli:notes://today")) == ("end_turn", "Done.")
+    [recording] = (tmp_path / "data").rglob(f"*{sid}*.jsonl")
+    requests = [
+        e.message.contents[-1]["parts"]
+        for e in load_recording(recording).envelopes
+        if isinstance(e.message, GenerateRequest) and e.message.method == "generateContentStream"
+    ]
+    assert requests[0][-1] == {"text": '"Hello, Ada!"'}
+    assert {"text": "buy milk"} in requests[1]

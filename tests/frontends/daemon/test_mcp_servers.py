@@ -132,3 +132,21 @@ async def test_a_server_that_went_away_is_listed_disconnected_with_the_line_that
     assert after.error.startswith("MCP server 'fake' disconnected (")
     assert after.error.endswith("its next call reconnects.")
     assert len(after.tools) == 7
+
+
+async def test_a_clients_own_servers_join_the_session_and_a_malformed_one_is_invalid(home: Path) -> None:
+    fake = write_responses(home / "f.responses", text_response("ok"))
+    server = {"name": "cli", "command": sys.executable, "args": [str(FAKES / "mcp_prompts_server.py")], "env": []}
+    with trio.fail_after(30):
+        async with running_daemon(home), client_of(home) as client:
+            with pytest.raises(DaemonError) as refused:
+                await client.create_session(str(home / "ws"), fake_responses=str(fake), mcp_servers=[{"name": 7}])
+            ready = await client.create_session(
+                str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash", mcp_servers=[server]
+            )
+            [listed] = (await client.list_mcp_servers(ready.session_id)).servers
+    assert (refused.value.code, refused.value.message) == (
+        "invalid",
+        "mcp_servers: mcpServers[0].name must be a string, not a number",
+    )
+    assert (listed.name, listed.state, [t.name for t in listed.tools]) == ("cli", "connected", ["mcp_cli_echo"])
