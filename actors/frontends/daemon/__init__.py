@@ -121,6 +121,14 @@ def _parser() -> argparse.ArgumentParser:
         help="with --listen-tcp: allow a host that is not loopback (the protocol is not encrypted)",
     )
     add_cluster_arguments(p)
+    p.add_argument(
+        "--cluster-replicas",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --cluster: replicas of the user's stream and lease bucket when this node creates them "
+        "(default 1; 3 on a cluster of three servers keeps them through the loss of one)",
+    )
     return p
 
 
@@ -143,9 +151,15 @@ def main(argv: Sequence[str]) -> int:
         sys.stderr.write(f"agentbus daemon: {exc}\n")
         return 2
     cluster = None
+    if fields is None and args.cluster_replicas != 1:
+        sys.stderr.write("agentbus daemon: --cluster-replicas goes with --cluster\n")
+        return 2
     if fields is not None:
+        if not 1 <= args.cluster_replicas <= 5:
+            sys.stderr.write("agentbus daemon: --cluster-replicas is 1 to 5 (JetStream's limit)\n")
+            return 2
         try:
-            cluster = ClusterConfig(url=args.cluster, credentials=credentials(fields))
+            cluster = ClusterConfig(url=args.cluster, credentials=credentials(fields), replicas=args.cluster_replicas)
         except ImportError as exc:
             sys.stderr.write(f"agentbus daemon: --cluster needs nats-py: pip install 'agentbus[cluster]' ({exc})\n")
             return 1

@@ -71,6 +71,9 @@ class ClusterConfig:
     node_id: str = attrs.field(factory=default_node_id)
     renew_every_s: float = RENEW_EVERY_S
     lease_ttl_s: float = LEASE_TTL_S
+    replicas: int = 1
+    """Of the user's stream and lease bucket when the node creates them (a cluster of
+    three servers: 3 keeps them through the loss of one)."""
 
 
 def lease_bucket(user: str) -> str:
@@ -90,8 +93,9 @@ async def open_node(config: ClusterConfig) -> AsyncIterator[ClusterNode]:
     try:
         async with open_link(config.url, config.credentials, name=f"agentbus daemon {config.node_id}") as link:
             try:
-                leases = SessionLease(await link.bucket(lease_bucket(config.user), ttl_s=config.lease_ttl_s))
-                await Journal(link, config.user, "-").open()  # the user's stream, once
+                bucket = await link.bucket(lease_bucket(config.user), ttl_s=config.lease_ttl_s, replicas=config.replicas)
+                leases = SessionLease(bucket)
+                await Journal(link, config.user, "-", replicas=config.replicas).open()  # the user's stream, once
             except ClusterError as exc:
                 raise ClusterStartError(f"cluster {config.url}: {exc}") from None
             log.info("node %s of the cluster at %s (user %s)", config.node_id, config.url, config.user)
@@ -143,7 +147,7 @@ class ClusterNode:
                 ) from None
             except ClusterError as exc:
                 raise RequestError("failed", f"the cluster cannot take session {session_id!r}: {exc}") from None
-            mirror.journal = Journal(self.link, self.config.user, session_id)
+            mirror.journal = Journal(self.link, self.config.user, session_id, replicas=self.config.replicas)
             mirror.backlog, mirror.pos = await trio.to_thread.run_sync(complete_lines, recording, 0)
         self.mirrors[session_id] = mirror
         self.nursery.start_soon(mirror.run)

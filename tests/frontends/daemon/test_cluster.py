@@ -9,12 +9,13 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
 import trio
 
-from actors.cluster import Journal, SessionLease, open_link
+from actors.cluster import Journal, NoQuorum, SessionLease, open_link
 from actors.cluster.lease import lease_key
 from actors.cluster.servers import NatsServer, free_port
 from actors.frontends.daemon import Daemon, serve
@@ -35,7 +36,7 @@ USER = "ann"
 
 
 @asynccontextmanager
-async def node_daemon(home: Path, url: str, **cluster: float) -> AsyncIterator[Daemon]:
+async def node_daemon(home: Path, url: str, **cluster: Any) -> AsyncIterator[Daemon]:
     config = attrs.evolve(
         config_for(home), cluster=ClusterConfig(url=url, user=USER, node_id="node-a", **cluster)
     )
@@ -201,3 +202,65 @@ async def test_a_mode_change_restarts_the_session_under_the_same_lease(home: Pat
             stored = b"".join(line + b"\n" for _, line in await Journal(link, USER, sid).lines())
     local = recording_path(home / "data", sid).read_bytes()
     assert stored == local and local.count(b'"kind":"meta"') == 2
+
+
+nats_cluster = cluster_fixtures.nats_cluster
+
+
+@pytest.mark.slow
+async def test_a_node_with_replicas_goes_on_when_one_server_of_three_is_killed(
+    home: Path, nats_cluster: list[NatsServer]
+) -> None:
+    """``--cluster-replicas 3``: the session's lines and lease live on all three servers;
+    one killed (-9) mid-session, the mirror waits for the new leader and the stream
+    still ends up as the local file."""
+    urls = ",".join(s.url for s in nats_cluster)
+    fake = write_responses(home / "f.responses", text_response("one"), text_response("two"))
+    with trio.fail_after(120):
+        async with node_daemon(home, urls, replicas=3) as daemon:
+            async with client_of(home) as client:
+                ready = await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")
+                sid = ready.session_id
+                mirror: SessionMirror = daemon.core.sessions[sid].mirror
+                await client.subscribe(sid, from_seq=1)
+                await client.prompt(sid, "first")
+                await events_until(client)
+                nats_cluster[0].kill()
+                await client.prompt(sid, "second")
+                await events_until(client)
+                await client.end_session(sid)
+                await mirror.done.wait()  # its last lines in, however long the new leader took
+                assert mirror.state == "ended"
+        async with open_link(",".join(s.url for s in nats_cluster[1:])) as link:
+            while True:
+                try:
+                    lines = await Journal(link, USER, sid).lines()
+                    break
+                except NoQuorum:
+                    await trio.sleep(0.1)  # a retry's pause, as NoQuorum says
+            stored = b"".join(line + b"\n" for _, line in lines)
+    assert stored == recording_path(home / "data", sid).read_bytes()
+
+
+async def test_refused_credentials_stop_the_node_at_start(home: Path, nursery: trio.Nursery) -> None:
+    from actors.cluster import Credentials
+    from actors.frontends.daemon import ClusterStartError
+
+    guarded = NatsServer(name="guarded", store=home / "g", extra=("--user", "ann", "--pass", "s3cret"))
+    await guarded.start(nursery)
+    config = attrs.evolve(
+        config_for(home), cluster=ClusterConfig(url=guarded.url, credentials=Credentials(user="ann", password="wrong"))
+    )
+    with trio.fail_after(30), pytest.raises(BaseException) as refused:
+        await serve(config)
+    found = refused.value
+    while isinstance(found, BaseExceptionGroup) and len(found.exceptions) == 1:
+        found = found.exceptions[0]
+    assert isinstance(found, ClusterStartError) and "refused the credentials" in str(found)
+    assert not (home / "run" / "daemon.sock").exists()
+    await guarded.stop()
+
+
+def test_cluster_options_without_a_cluster_are_refused(home: Path) -> None:
+    done = agentbus(home, "daemon", "--cluster-user", "ann", timeout=60)
+    assert done.returncode == 2 and "--cluster-user go(es) with --cluster" in done.stderr
