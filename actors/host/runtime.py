@@ -59,6 +59,11 @@ class SessionConfig:
     registered_names: tuple[str, ...] = ()
     hooks: HookConfig | None = None
     """Configured hooks; a hook runner actor starts when there are any."""
+    hook_runner: Callable[[Bus, str], Any] | None = attrs.field(default=None, repr=False)
+    """Builds the actor that answers the session's ``RunHooks`` at the given address in
+    place of a ``HookRunnerActor`` running ``hooks``' commands (its ``run`` is started
+    the same way): a replay's or an explored run's recorded stand-in. None: the commands
+    run."""
     loop_detection: bool = False
     """Start the loop detector (``not model.disableLoopDetection``; entry points turn it
     on from settings). Off by default so that recordings made without the detector
@@ -235,8 +240,10 @@ async def supervise_session(
     async with trio.open_nursery() as nursery:
         if hooks is not None:
             assert addrs.hooks is not None
-            await nursery.start(
-                HookRunnerActor(
+            runner = (
+                cfg.hook_runner(bus, addrs.hooks)
+                if cfg.hook_runner is not None
+                else HookRunnerActor(
                     bus,
                     session_id=cfg.session_id,
                     address=addrs.hooks,
@@ -244,8 +251,9 @@ async def supervise_session(
                     cwd=str(cfg.env.workspace),
                     transcript_path=str(cfg.recording or ""),
                     plans_dir=plans_dir(cfg.env),
-                ).run
+                )
             )
+            await nursery.start(runner.run)
         if cfg.recording is not None:
             # First, so that it is the session's first observer (see actors/recorder.py).
             await nursery.start(

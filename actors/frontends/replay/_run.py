@@ -26,6 +26,7 @@ import trio.testing
 
 from actors.frontends.replay._backend import ReplayBackend, request_plans
 from actors.frontends.replay._gate import GatedBus
+from actors.frontends.replay._hooks import PlayedHooks, hook_points, recorded_hook_config
 from actors.frontends.replay._normalise import (
     Normalised,
     forgive_later_fields,
@@ -141,11 +142,8 @@ class UnsupportedRecording(Exception):
 
 
 def check_supported(recording: Recording) -> None:
-    for rec in recording.lines:
-        if type(rec.env.message).__name__ == "RunHooks":
-            raise UnsupportedRecording(
-                f"{recording.path}:{rec.line}: this session ran hooks; replaying hook runs is not supported yet"
-            )
+    """Every recording this build reads can be replayed (a session's hooks too: the
+    session asks for them where it did and gets the recorded answers)."""
 
 
 async def replay_recording(recording: Recording, options: ReplayOptions) -> ReplayResult:
@@ -331,6 +329,9 @@ async def _replay_segment(
         max_session_turns=start.max_session_turns if start is not None else int(meta.get("max_session_turns", -1)),
         wall_ms=wall_ms,
         registered_names=registered,
+        # The recorded hook runner's answers are played like a client's.
+        hooks=recorded_hook_config(hook_points(r.env.message for r in segment.lines)),
+        hook_runner=PlayedHooks,
     )
 
     def recorded_request_id(replayed: str) -> str | None:

@@ -112,7 +112,9 @@ def test_headless_formats_print_what_the_client_printed(fmt: str) -> None:
     assert "world." in out and "Hello" in out
 
 
-def test_a_session_that_ran_hooks_is_refused_precisely(tmp_path: Path) -> None:
+def test_hooks_the_replayed_session_does_not_ask_for_are_a_stall_at_their_line(tmp_path: Path) -> None:
+    """Hooks replay with their recorded answers where the session asks for them; a
+    recorded ``RunHooks`` the session never sends is where the replay parts from it."""
     lines = TEXT.read_text().splitlines()
     n = line_of(TEXT, '"type":"TextStreamed"')
     data = json.loads(lines[n - 1])
@@ -123,7 +125,9 @@ def test_a_session_that_ran_hooks_is_refused_precisely(tmp_path: Path) -> None:
     path = tmp_path / "hooks.jsonl"
     path.write_text("\n".join(lines) + "\n")
     code, _, err = replay(str(path), "--check")
-    assert (code, err) == (2, f"agentbus replay: {path}:{n}: this session ran hooks; replaying hook runs is not supported yet\n")
+    assert code == 1
+    assert err.startswith(f"agentbus replay: replay stalled at {path}:{n} (seq {n - 1}): the recorded message was not produced\n")
+    assert '"type":"RunHooks"' in err.splitlines()[1]
 
 
 def test_a_scenario_approval_answer_that_is_no_outcome_is_refused_by_name() -> None:
