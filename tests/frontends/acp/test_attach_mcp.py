@@ -18,7 +18,9 @@ from actors.recording import load_recording
 from bus.messages import GenerateRequest
 
 from ._client import Client, connected, fake_responses, text_chunks
-from .test_attach import attached, daemon, ws  # noqa: F401  (the fixture)
+from .test_attach import attached, daemon, ws
+
+__all__ = ["ws"]  # the fixture
 
 SERVER = str(Path(__file__).resolve().parents[2] / "fakes" / "mcp_prompts_server.py")
 
@@ -41,7 +43,7 @@ def text(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
 
 
-async def test_prompts_and_resources_are_the_daemons(tmp_path: Path, ws: Path) -> None:  # noqa: F811
+async def test_prompts_and_resources_are_the_daemons(tmp_path: Path, ws: Path) -> None:
     (ws / ".gemini").mkdir()
     servers = {"srv": {"command": sys.executable, "args": [SERVER], "trust": True}}
     (ws / ".gemini" / "settings.json").write_text(json.dumps({"mcpServers": servers}))
@@ -91,26 +93,26 @@ async def test_prompts_and_resources_are_the_daemons(tmp_path: Path, ws: Path) -
 
 async def test_the_clients_own_servers_are_started_by_the_daemon_and_kept_across_a_restart(
     tmp_path: Path,
-    ws: Path,  # noqa: F811
+    ws: Path,
 ) -> None:
     # The restarted session's fake responses start at their first line again.
     script = fake_responses(tmp_path / "f.jsonl", text_chunks("Done."))
     server = {"name": "cli", "command": sys.executable, "args": [SERVER], "env": []}
+    logged: list[str] = []
     with trio.fail_after(60):
-        async with daemon(tmp_path), connected(attached(tmp_path, script)) as (client, _):
-            await client.initialize()
-            new = await client.call("session/new", {"cwd": str(ws), "mcpServers": [server]})
-            sid = new["sessionId"]
-            update = await client.wait_for(
-                lambda f: f.get("params", {}).get("update", {}).get("sessionUpdate") == "available_commands_update"
-            )
-            names = [c["name"] for c in update["params"]["update"]["availableCommands"]]
-            assert "greet" in names and "cli.help" in names, names
-            assert await prompt(client, sid, text("/greet Ada")) == ("end_turn", "Done.")
-            # A mode change restarts the session's actors in the daemon: its client's
-            # server is started again with them.
-            assert await client.call("session/set_mode", {"sessionId": sid, "modeId": "yolo"}) == {}
-            assert await prompt(client, sid, text("what is in @cli:notes://today")) == ("end_turn", "Done.")
+        async with daemon(tmp_path):
+            async with connected(attached(tmp_path, script)) as (client, _):
+                await client.initialize()
+                sid = await run_on_the_clients_server(client, ws, server)
+            # Loaded while it runs in the daemon: it keeps the servers it has, and says so.
+            async with connected(attached(tmp_path, script), log=logged.append) as (client, _):
+                await client.initialize()
+                await client.call("session/load", {"sessionId": sid, "cwd": str(ws), "mcpServers": [server]})
+                update = await client.wait_for(
+                    lambda f: f.get("params", {}).get("update", {}).get("sessionUpdate") == "available_commands_update"
+                )
+                assert "greet" in [c["name"] for c in update["params"]["update"]["availableCommands"]]
+    assert f"agentbus acp: session {sid} already runs in the daemon: it keeps its MCP servers, the client's 1 are not started" in logged
     [recording] = (tmp_path / "data").rglob(f"*{sid}*.jsonl")
     requests = [
         e.message.contents[-1]["parts"]
@@ -119,3 +121,21 @@ async def test_the_clients_own_servers_are_started_by_the_daemon_and_kept_across
     ]
     assert requests[0][-1] == {"text": '"Hello, Ada!"'}
     assert {"text": "buy milk"} in requests[1]
+
+
+async def run_on_the_clients_server(client: Client, workspace: Path, server: dict[str, Any]) -> str:
+    """A new session with the client's ``server``: its prompt and resource used, before and
+    after a mode change; the session's id."""
+    new = await client.call("session/new", {"cwd": str(workspace), "mcpServers": [server]})
+    sid = new["sessionId"]
+    update = await client.wait_for(
+        lambda f: f.get("params", {}).get("update", {}).get("sessionUpdate") == "available_commands_update"
+    )
+    names = [c["name"] for c in update["params"]["update"]["availableCommands"]]
+    assert "greet" in names and "cli.help" in names, names
+    assert await prompt(client, sid, text("/greet Ada")) == ("end_turn", "Done.")
+    # A mode change restarts the session's actors in the daemon: its client's
+    # server is started again with them.
+    assert await client.call("session/set_mode", {"sessionId": sid, "modeId": "yolo"}) == {}
+    assert await prompt(client, sid, text("what is in @cli:notes://today")) == ("end_turn", "Done.")
+    return str(sid)
