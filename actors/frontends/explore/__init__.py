@@ -65,6 +65,7 @@ from actors.frontends.explore._invariants import (
 from actors.frontends.explore._perturb import (
     KINDS,
     ApiFault,
+    HookTwist,
     Perturbation,
     ToolTwist,
     perturbations,
@@ -83,7 +84,13 @@ from actors.frontends.explore._script import (
     When,
     sessions,
 )
-from actors.frontends.explore._target import ExploreInputError, StandIn, Target, load_target
+from actors.frontends.explore._target import (
+    ExploreInputError,
+    HookRun,
+    StandIn,
+    Target,
+    load_target,
+)
 from actors.frontends.explore._world import (
     TargetRun,
     UserInvariant,
@@ -98,6 +105,8 @@ __all__ = [
     "ApiFault",
     "ExploreInputError",
     "Exploration",
+    "HookRun",
+    "HookTwist",
     "Perturbation",
     "StandIn",
     "Target",

@@ -93,7 +93,7 @@ def explore(
     chosen = seed if seed is not None else random.SystemRandom().randrange(2**32)
     found = Exploration(target, chosen)
     started = time.monotonic()
-    strategy = perturbations(target.calls, len(target.entries), kinds=kinds)
+    strategy = perturbations(target.calls, len(target.entries), kinds=kinds, hooks=target.hook_events)
 
     @settings(
         max_examples=examples,
@@ -144,6 +144,8 @@ def _smaller(p: Perturbation) -> list[Perturbation]:
         for plainer in (attrs.evolve(twist, ms=0), attrs.evolve(twist, outcome="ok"), attrs.evolve(twist, bg=False)):
             if plainer != twist:
                 out.append(attrs.evolve(p, tools=(*p.tools[:i], plainer, *p.tools[i + 1 :])))
+    for i in range(len(p.hooks)):
+        out.append(attrs.evolve(p, hooks=p.hooks[:i] + p.hooks[i + 1 :]))
     for i in range(len(p.faults)):
         out.append(attrs.evolve(p, faults=p.faults[:i] + p.faults[i + 1 :]))
     for i in range(len(p.cancels)):

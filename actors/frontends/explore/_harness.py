@@ -7,9 +7,9 @@ recording is replayed (``replay_problem``).
 Everything that happens is on the virtual clock or synchronous (the tools' child
 processes are started and killed without a checkpoint), so trio's scheduling choices,
 which hypothesis drives through ``st.random_module()``, are the only source of
-interleavings: an example is reproducible from its printed seed. (Hooks are left out:
-they are real processes whose timing the virtual clock cannot own, and replay does not
-support them yet.)
+interleavings: an example is reproducible from its printed seed. (Generated sessions
+have no hooks: a hook is a real process whose timing the virtual clock cannot own; a
+user's recording's hooks run as recorded stand-ins, ``_world.RecordedHooks``.)
 """
 
 from __future__ import annotations

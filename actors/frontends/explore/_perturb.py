@@ -6,7 +6,7 @@ generates them (``perturbations``).
 The kinds (``KINDS``), each switched on or off by ``agentbus explore --perturb``:
 
 - ``tools``: a call takes longer (virtual ms), fails, crashes, or leaves a process in
-  the background;
+  the background; a recorded hook (a stand-in) answers later;
 - ``chunks``: a pause between the model's streamed chunks;
 - ``faults``: a model call fails (HTTP 429/500/503/400 or a network error, before or
   after its first chunk); the gateway retries what Gemini CLI retries;
@@ -67,6 +67,19 @@ class ToolTwist(_Brief):
 
 
 @attrs.frozen(repr=False)
+class HookTwist(_Brief):
+    """The ``nth`` time the session asks for its ``event`` hooks in a run, their
+    recorded answer (a stand-in's) comes ``ms`` virtual milliseconds later."""
+
+    event: str
+    nth: int = 1
+    ms: int = 0
+
+    def words(self) -> str:
+        return f"the {_ordinal(self.nth)} {self.event} hooks answer {self.ms} ms later"
+
+
+@attrs.frozen(repr=False)
 class ApiFault(_Brief):
     """The ``attempt``-th model call of the run fails: HTTP ``status`` (None: a network
     error), before any chunk or (``midstream``) after a first one."""
@@ -95,10 +108,13 @@ class Perturbation:
     close: When | None = None
     """When the client closes the session, whatever runs."""
     follower: Follower | None = None
+    hooks: tuple[HookTwist, ...] = ()
+    """When the recorded hooks' answers come (``tools`` kind)."""
 
     def words(self) -> list[str]:
         """The perturbation as sentences (empty: the session as it is)."""
         out = [t.words() for t in self.tools]
+        out += [h.words() for h in self.hooks]
         if self.chunk_ms:
             out.append(f"each streamed chunk comes {self.chunk_ms} ms after the one before")
         out += [f.words() for f in self.faults]
@@ -155,10 +171,11 @@ def _follower(f: Follower) -> str:
 
 
 def perturbations(
-    calls: Sequence[str], requests: int, *, kinds: Sequence[str] = KINDS
+    calls: Sequence[str], requests: int, *, kinds: Sequence[str] = KINDS, hooks: Sequence[str] = ()
 ) -> st.SearchStrategy[Perturbation]:
     """Perturbations of a session whose model makes the function ``calls`` (tool names,
-    in order) over ``requests`` answers, of the given ``kinds`` only."""
+    in order) over ``requests`` answers and whose recorded hooks answer ``hooks`` (their
+    events, in order), of the given ``kinds`` only."""
     unknown = sorted(set(kinds) - set(KINDS))
     if unknown:
         raise ValueError(f"unknown perturbation kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}")
@@ -174,6 +191,15 @@ def perturbations(
             st.sampled_from([False, False, False, True]),
         )
         tools = st.lists(twist, max_size=4, unique_by=lambda t: (t.tool, t.nth)).map(tuple)
+    hook_twists: st.SearchStrategy[tuple[HookTwist, ...]] = none
+    asked = [(event, hooks[: i + 1].count(event)) for i, event in enumerate(hooks)]
+    if "tools" in kinds and asked:
+        hook_twist = st.builds(
+            lambda at, ms: HookTwist(event=at[0], nth=at[1], ms=ms),
+            st.sampled_from(asked),
+            st.sampled_from([5, 50, 400, 3000]),
+        )
+        hook_twists = st.lists(hook_twist, max_size=3, unique_by=lambda h: (h.event, h.nth)).map(tuple)
     chunk_ms = st.sampled_from([0, 0, 10, 1000]) if "chunks" in kinds else st.just(0)
     faults: st.SearchStrategy[tuple[ApiFault, ...]] = none
     if "faults" in kinds:
@@ -210,4 +236,5 @@ def perturbations(
         answers=answers,
         close=close,
         follower=follower,
+        hooks=hook_twists,
     )

@@ -38,6 +38,8 @@ from bus.messages import (
     CancelTurn,
     GenerateRequest,
     GenerationCancelled,
+    HookRan,
+    HooksFinished,
     ModelChunk,
     ModelFinished,
     ModelRetrying,
@@ -58,6 +60,21 @@ class StandIn:
     name: str
     declaration: Any
     results: tuple[ToolResult, ...]
+
+
+@attrs.frozen
+class HookRun:
+    """One recorded ``RunHooks``: where the session asked (``event``, ``target``), what
+    each hook answered (``ran``) and the aggregated answer (``finished``)."""
+
+    event: str
+    target: str
+    ran: tuple[HookRan, ...]
+    finished: HooksFinished
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r.name for r in self.ran))
 
 
 class ExploreInputError(Exception):
@@ -89,6 +106,14 @@ class Target:
     standins: tuple[StandIn, ...] = ()
     """Tools the recording ran that this build does not register (an MCP server's):
     explored runs answer them from the recording."""
+    hooks: tuple[HookRun, ...] = ()
+    """The recording's hook runs: explored runs ask for hooks where it did and get its
+    answers back (recorded stand-ins; their commands do not run)."""
+
+    @property
+    def hook_events(self) -> tuple[str, ...]:
+        """The events of the recorded hook runs, in order."""
+        return tuple(h.event for h in self.hooks)
 
     @property
     def calls(self) -> tuple[str, ...]:
@@ -217,7 +242,9 @@ def _recording(path: Path) -> Target:
     prompts: list[str] = []
     answers: list[str] = []
     cancels = 0
-    hooks = 0
+    asked: dict[str, RunHooks] = {}
+    hook_ran: dict[str, list[HookRan]] = {}
+    hook_runs: list[HookRun] = []
     running: dict[str, str] = {}
     results: dict[str, list[ToolResult]] = {}
     for env in recording.envelopes:
@@ -246,7 +273,13 @@ def _recording(path: Path) -> Target:
             case ToolFinished() if msg.call_id in running:
                 results.setdefault(running.pop(msg.call_id), []).append(msg.result)
             case RunHooks():
-                hooks += 1
+                asked[msg.request_id] = msg
+            case HookRan() if msg.request_id in asked:
+                hook_ran.setdefault(msg.request_id, []).append(msg)
+            case HooksFinished() if msg.request_id in asked:
+                run = asked.pop(msg.request_id)
+                ran = tuple(hook_ran.pop(msg.request_id, ()))
+                hook_runs.append(HookRun(str(run.event), run.target, ran, msg))
             case _:
                 pass
     entries = []
@@ -268,8 +301,12 @@ def _recording(path: Path) -> Target:
         notes.append(f"the recorded workspace {recorded} is gone: tools run in an empty folder (--workspace DIR gives one)")
     if cancels:
         notes.append(f"the recording's {cancels} cancel(s) are left to the explorer's cancels")
+    hooks = _kept(hook_runs)
     if hooks:
-        notes.append("the recording ran hooks: explored runs leave them out (not supported yet)")
+        names = ", ".join(dict.fromkeys(f"{h.event} {name}" for h in hooks for name in h.names or ("(no name)",)))
+        notes.append(
+            f"hooks {names}: run as recorded stand-ins (each answers as in the recording, its command does not run)"
+        )
     model = opened.model if opened is not None else str(meta.get("model", "gemini-2.5-flash"))
     standins = _standins(results, [req for req, _, _ in requests.values()], model)
     if standins:
@@ -287,7 +324,16 @@ def _recording(path: Path) -> Target:
         interactive=bool(meta.get("interactive", False)),
         notes=tuple(notes),
         standins=standins,
+        hooks=hooks,
     )
+
+
+def _kept(runs: Sequence[HookRun]) -> tuple[HookRun, ...]:
+    """The recorded hook runs to give back (those where a hook ran): those a cancel cut
+    short only where the same event and target has no other answer."""
+    runs = [h for h in runs if h.ran]  # a client's own asking with nothing configured ran none
+    answered = {(h.event, h.target) for h in runs if not h.finished.cancelled}
+    return tuple(h for h in runs if not h.finished.cancelled or (h.event, h.target) not in answered)
 
 
 def _standins(

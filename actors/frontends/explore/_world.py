@@ -1,7 +1,8 @@
 """A user's target run under a perturbation (``run_target``): the session's real actors,
 its real built-in tools and policy engine in a fresh copy of its workspace, the model
 answering from the target's responses (``PerturbedBackend``), each tool wrapped by
-``PerturbedTool``; then DESIGN §5's invariants and the user's (``UserRun``) are checked
+``PerturbedTool``, a recording's hooks and MCP tools as recorded stand-ins
+(``RecordedHooks``, ``RecordedStandIn``); then DESIGN §5's invariants and the user's (``UserRun``) are checked
 while the run's workspace still exists.
 
 While a real tool runs, trio's virtual clock runs at real speed and does not jump (a
@@ -42,8 +43,9 @@ from actors.frontends.explore._harness import (
     spawn,
 )
 from actors.frontends.explore._invariants import Violation, check
-from actors.frontends.explore._perturb import Perturbation, ToolTwist
-from actors.frontends.explore._target import ExploreInputError, StandIn, Target
+from actors.frontends.explore._perturb import HookTwist, Perturbation, ToolTwist
+from actors.frontends.explore._target import ExploreInputError, HookRun, StandIn, Target
+from actors.frontends.replay import recorded_hook_config
 from actors.gateway import GATEWAY_ADDRESS, BackendError, FakeResponsesBackend
 from actors.host import runtime
 from actors.host.context import session_context
@@ -52,8 +54,17 @@ from actors.host.setup import request_config_for
 from actors.recording import Recording
 from actors.scheduler import PolicyEngine
 from actors.tools import OutputSink, Tool, ToolEnv, builtin_tools, executor_kind
-from bus import Envelope
-from bus.messages import GenerateRequest, Message, ToolResult, as_approval_mode
+from bus import Bus, DeliveryError, Envelope, Port
+from bus.messages import (
+    CancelHooks,
+    GenerateRequest,
+    HookRan,
+    HooksFinished,
+    Message,
+    RunHooks,
+    ToolResult,
+    as_approval_mode,
+)
 
 
 class RealSpeed:
@@ -193,6 +204,82 @@ class RecordedStandIn:
         return self._results.pop(0)
 
 
+class RecordedHooks:
+    """The session's hook runner in an explored run: a recorded stand-in. A hook's
+    command is a process whose timing the virtual clock cannot own; the recording has
+    its answers. Each ``RunHooks`` gets the next recorded run of its event and target
+    (the last one again when the run asks more often than the recording did): its
+    ``HookRan`` events, then its ``HooksFinished``, after the perturbation's delay
+    (``HookTwist``) on the virtual clock. ``CancelHooks``, or the inbox closing, cuts a
+    waiting request short as the real runner does (its hooks failed, ``cancelled``)."""
+
+    def __init__(self, bus: Bus, address: str, runs: Sequence[HookRun], twists: Sequence[HookTwist]) -> None:
+        self.bus = bus
+        self.address = address
+        self.runs: dict[tuple[str, str], list[HookRun]] = {}
+        for run in runs:
+            self.runs.setdefault((run.event, run.target), []).append(run)
+        self.twists = {(t.event, t.nth): t for t in twists}
+        self.asked: dict[str, int] = {}
+        self.scopes: dict[str, trio.CancelScope] = {}
+
+    async def run(self, *, task_status: trio.TaskStatus[Port] = trio.TASK_STATUS_IGNORED) -> None:
+        port = self.bus.connect(self.address)
+        try:
+            async with trio.open_nursery() as nursery:
+                task_status.started(port)
+                async for env in port:
+                    msg = env.message
+                    if isinstance(msg, RunHooks):
+                        scope = self.scopes[msg.request_id] = trio.CancelScope()
+                        nursery.start_soon(self._answer, port, msg, scope)
+                    elif isinstance(msg, CancelHooks) and msg.request_id in self.scopes:
+                        self.scopes[msg.request_id].cancel(reason=msg.reason)
+                for scope in self.scopes.values():
+                    scope.cancel(reason="the hook runner stopped")
+        finally:
+            port.close()
+
+    async def _answer(self, port: Port, asked: RunHooks, scope: trio.CancelScope) -> None:
+        nth = self.asked[asked.event] = self.asked.get(asked.event, 0) + 1
+        twist = self.twists.get((asked.event, nth))
+        recorded = self.runs.get((asked.event, asked.target)) or []
+        run = recorded.pop(0) if len(recorded) > 1 else (recorded[0] if recorded else None)
+        try:
+            with scope:
+                if twist is not None and twist.ms:
+                    await trio.sleep(twist.ms / 1000)
+        finally:
+            self.scopes.pop(asked.request_id, None)
+            with trio.move_on_after(2.0, shield=True):
+                await self._reply(port, asked, run, cancelled=scope.cancelled_caught)
+
+    async def _reply(self, port: Port, asked: RunHooks, run: HookRun | None, *, cancelled: bool) -> None:
+        sid, rid = asked.session_id, asked.request_id
+        ran: list[HookRan] = []
+        if run is None:
+            finished = HooksFinished(session_id=sid, request_id=rid, event=asked.event, cancelled=cancelled)
+        elif cancelled:
+            ran = [
+                attrs.evolve(r, session_id=sid, request_id=rid, success=False, exit_code=None, error="Hook cancelled")
+                for r in run.ran
+            ]
+            ran = [attrs.evolve(r, output=None, output_format=None) for r in ran]
+            failed = tuple(r.name for r in ran)
+            finished = HooksFinished(
+                session_id=sid, request_id=rid, event=asked.event, ran=len(ran), failed=failed, cancelled=True
+            )
+        else:
+            ran = [attrs.evolve(r, session_id=sid, request_id=rid) for r in run.ran]
+            finished = attrs.evolve(run.finished, session_id=sid, request_id=rid)
+        try:
+            for event in ran:
+                await port.publish(event)
+            await port.send(finished, to=asked.reply_to)
+        except DeliveryError:
+            pass
+
+
 class PerturbedBackend:
     """The target's model answers in strict order (Gemini CLI's fake-responses rules),
     with the perturbation's faults and chunk timing."""
@@ -255,6 +342,7 @@ def target_world(
     twists = {(t.tool, t.nth): t for t in perturbation.tools}
     counts: dict[str, int] = {}
     wrapped = {n: PerturbedTool(t, twists, counts, run.tools, run.procs, speed) for n, t in tools.items()}
+    hooks = recorded_hook_config((h.event, h.target, h.names) for h in target.hooks)
     env = ToolEnv(
         workspace=workspace,
         project_temp_dir=home / ".gemini" / "tmp" / workspace.name,
@@ -281,6 +369,8 @@ def target_world(
         gateway_address=GATEWAY_ADDRESS,
         interactive=target.interactive,
         registered_names=tuple(tools),
+        hooks=hooks,
+        hook_runner=functools.partial(RecordedHooks, runs=target.hooks, twists=perturbation.hooks) if hooks else None,
         # A clock that moves on with each reading: calls without an id get distinct,
         # reproducible ids.
         wall_ms=functools.partial(next, itertools.count(1_000, 7)),

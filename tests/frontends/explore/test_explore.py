@@ -247,3 +247,100 @@ def test_a_users_own_property_over_the_public_api(p: Perturbation, scheduling: o
     """The README's example: a pytest property of one's own session."""
     run = run_target(_JOIN_TARGET, p, invariants=[("whole", _whole)])
     assert not run.failed, run.problems()
+
+
+# -- hooks ----------------------------------------------------------------------------------------
+BLOCKED = """
+def write_blocked(run):
+    assert not (run.workspace / "c.txt").exists(), "c.txt was written: the hook's block was lost"
+    ran = [m.name for m in run.messages if type(m).__name__ == "RunTool"]
+    assert "write_file" not in ran, ran
+    asked = {(m.event, m.target) for m in run.messages if type(m).__name__ == "RunHooks"}
+    assert asked <= {("BeforeTool", "write_file")}, asked
+"""
+
+
+def _hooked_recording(tmp_path: Path) -> Path:
+    """A real headless run of the join session's first prompt whose BeforeTool hook
+    (a command) denies write_file: its recording."""
+    import shlex
+    import subprocess
+    import sys
+
+    workspace = tmp_path / "ws"
+    shutil.copytree(JOIN / "workspace", workspace)
+    deny = shlex.quote("import json; print(json.dumps({'decision': 'deny', 'reason': 'no writes here'}))")
+    hook = {"type": "command", "name": "no-writes", "command": f"{shlex.quote(sys.executable)} -c {deny}"}
+    (workspace / ".gemini").mkdir()
+    (workspace / ".gemini" / "settings.json").write_text(
+        json.dumps({"hooks": {"BeforeTool": [{"matcher": "write_file", "hooks": [hook]}]}})
+    )
+    (tmp_path / "home").mkdir()
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path / "home"),
+        "GEMINI_CLI_HOME": str(tmp_path / "home"),
+        "AGENTBUS_DATA_DIR": str(tmp_path / "data"),
+        "PYTHONPATH": str(ROOT),
+    }
+    args = ["-p", "Join a.txt and b.txt into c.txt.", "-m", "gemini-2.5-flash", "--approval-mode", "yolo"]
+    done = subprocess.run(
+        [sys.executable, "-m", "actors.frontends", *args, "--fake-responses", str(JOIN / "fake.responses")],
+        cwd=workspace, env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "blocked: no writes here" in done.stderr and not (workspace / "c.txt").exists()
+    (recording,) = (tmp_path / "data" / "sessions").glob("*.jsonl")
+    return recording
+
+
+@pytest.mark.property
+def test_a_recordings_hooks_run_as_recorded_stand_ins(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A command hook that blocked a write in the recorded session: explored runs ask for
+    it where the session did and get its recorded answer back, at perturbed times, so the
+    write stays blocked in every run; the output names the stand-in; a planted bug is
+    still found; a kept run replays exactly."""
+    import attrs
+
+    from actors.frontends.explore import HookTwist, When
+    from bus.messages import HooksFinished
+
+    recording = _hooked_recording(tmp_path)
+    assert replay_main([str(recording), "--check", "-o", "none"]) == 0  # the hooks' answers are played
+    workspace = tmp_path / "ws"
+    target = load_target(recording, workspace=workspace)
+    assert [(h.event, h.target, h.names) for h in target.hooks] == [("BeforeTool", "write_file", ("no-writes",))]
+
+    late = Perturbation(hooks=(HookTwist("BeforeTool", 1, ms=3000),))
+    assert late.words() == ["the 1st BeforeTool hooks answer 3000 ms later"]
+    kept = tmp_path / "late.jsonl"
+    run = run_target(target, late, invariants=[("keep", lambda r: "keep it")], keep_recording=kept)
+    assert run.violations == [], run.problems()
+    messages = [e.message for e in run.run.envelopes]
+    finished = [m for m in messages if type(m).__name__ == "HooksFinished"]
+    assert [(m.output["decision"], m.ran) for m in finished] == [("deny", 1)]
+    results = {m.call_id: m.result for m in messages if type(m).__name__ == "ToolFinished"}
+    refused = [m for m in messages if type(m).__name__ == "ToolCallUpdated" and m.name == "write_file" and m.status == "error"]
+    assert len(refused) == 1 and len(results) == 2  # only the reads ran
+    answered_at = run.run.time_of(HooksFinished)
+    assert answered_at is not None and answered_at >= 3.0  # the recorded answer came when the perturbation said
+    assert replay_main([str(kept), "--check", "-o", "none"]) == 0
+
+    # A cancel while the hook's answer is awaited cuts it short as the real runner does.
+    cut = run_target(target, attrs.evolve(late, cancels=(When(at_ms=1000),)))
+    assert cut.violations == [], cut.problems()
+    finished = [m for m in (e.message for e in cut.run.envelopes) if isinstance(m, HooksFinished)]
+    assert [(m.cancelled, m.failed) for m in finished] == [(True, ("no-writes",))]
+
+    invariant = tmp_path / "blocked.py"
+    invariant.write_text(BLOCKED)
+    args = [str(recording), "--workspace", str(workspace), "--examples", "25", "--seed", "5"]
+    status = main([*args, "--invariant", f"{invariant}:write_blocked", "-o", str(tmp_path / "f.jsonl")])
+    said = capsys.readouterr().out
+    assert status == 0, said
+    assert "note: hooks BeforeTool no-writes: run as recorded stand-ins" in said
+
+    with planting("scheduler.completion_order"):
+        found = explore(target, seed=0, out=tmp_path / "planted.jsonl")
+    assert found.failure is not None, f"{found.examples} runs found nothing"
+    assert 1 in {v.invariant for v in found.failure.violations}, found.failure.problems()
