@@ -264,8 +264,16 @@ class SessionMirror:
         """Drop from the backlog what the stream already holds (an earlier run of the
         session on a node with ``--cluster``). A stream that is not a prefix of the local
         file (the session ran elsewhere too) is reported; only this run's lines follow."""
+        from actors.cluster import NoQuorum, Unreachable
+
         assert self.journal is not None
-        stored = [line for _, line in await self.journal.lines()]
+        while True:
+            try:
+                stored = [line for _, line in await self.journal.lines()]
+                break
+            except (NoQuorum, Unreachable) as exc:
+                log.warning("session %s: waiting for the cluster to read its stream: %s", self.session_id, exc)
+                await trio.sleep(RETRY_S)
         local = [line for line, _ in self.backlog]
         if stored == local[: len(stored)]:
             del self.backlog[: len(stored)]
