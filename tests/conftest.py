@@ -1,4 +1,5 @@
-"""Shared test configuration: hypothesis profiles (ci: default; deep: make proptest)."""
+"""Shared test configuration: hypothesis profiles (ci: default; proptest: make proptest;
+deep: 10,000 examples)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ settings.register_profile(
 settings.register_profile(
     "deep",
     max_examples=10_000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "proptest",  # make proptest: every property in a few minutes (EXAMPLES=10000: as deep)
+    max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES") or 250),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
