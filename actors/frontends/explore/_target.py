@@ -158,9 +158,23 @@ def load_target(
         if not workspace.is_dir():
             raise ExploreInputError(f"--workspace {workspace}: no such folder")
         target = attrs.evolve(target, workspace=workspace)
+    if target.kind != "recording" and _configures_hooks(target):
+        note = "hooks are configured: explored runs leave them out (a recording's hooks run as recorded stand-ins)"
+        target = attrs.evolve(target, notes=(*target.notes, note))
     if not target.prompts:
         raise ExploreInputError(f"{path}: the session has no prompt to explore")
     return target
+
+
+def _configures_hooks(target: Target) -> bool:
+    """Whether the target's settings or its workspace's ``.gemini/settings.json`` name hooks."""
+    found: list[Any] = [target.settings]
+    if target.workspace is not None:
+        try:
+            found.append(json.loads((target.workspace / ".gemini" / "settings.json").read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            pass
+    return any(isinstance(s, dict) and bool(s.get("hooks")) for s in found)
 
 
 def _fake(path: Path) -> list[FakeEntry]:

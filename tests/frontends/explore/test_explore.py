@@ -340,6 +340,10 @@ def test_a_recordings_hooks_run_as_recorded_stand_ins(tmp_path: Path, capsys: py
     assert status == 0, said
     assert "note: hooks BeforeTool no-writes: run as recorded stand-ins" in said
 
+    # Without a recording there is nothing to stand in for the hooks: said so.
+    fake = load_target(JOIN / "fake.responses", prompt="Join a.txt and b.txt into c.txt.", workspace=workspace)
+    assert fake.hooks == () and any("hooks are configured: explored runs leave them out" in n for n in fake.notes)
+
     with planting("scheduler.completion_order"):
         found = explore(target, seed=0, out=tmp_path / "planted.jsonl")
     assert found.failure is not None, f"{found.examples} runs found nothing"
