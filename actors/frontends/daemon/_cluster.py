@@ -215,16 +215,20 @@ class SessionMirror:
             with trio.CancelScope() as self._scope:
                 if self._handover:
                     self._scope.cancel()
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._renew, nursery.cancel_scope)
-                    try:
-                        await self._follow()
-                        self.state = "ended"
-                    except Fenced as exc:
-                        self._stop_writing("fenced", f"fenced: {exc}")
-                    except ClusterError as exc:
-                        self._stop_writing("failed", f"the cluster refused a line: {exc}")
-                    nursery.cancel_scope.cancel()
+                try:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(self._renew, nursery.cancel_scope)
+                        try:
+                            await self._follow()
+                            self.state = "ended"
+                        except Fenced as exc:
+                            self._stop_writing("fenced", f"fenced: {exc}")
+                        except ClusterError as exc:
+                            self._stop_writing("failed", f"the cluster refused a line: {exc}")
+                        nursery.cancel_scope.cancel()
+                except Exception as exc:  # one session's mirror failing is its own: the daemon goes on
+                    log.exception("session %s: its mirror failed", self.session_id)
+                    self._stop_writing("failed", f"its mirror failed: {exc!r}")
             if self._handover and self.state in ("following", "ended"):
                 self.handed_over = True
             elif self.state == "ended" and self.lease is not None:

@@ -264,3 +264,25 @@ async def test_refused_credentials_stop_the_node_at_start(home: Path, nursery: t
 def test_cluster_options_without_a_cluster_are_refused(home: Path) -> None:
     done = agentbus(home, "daemon", "--cluster-user", "ann", timeout=60)
     assert done.returncode == 2 and "--cluster-user go(es) with --cluster" in done.stderr
+
+
+async def test_a_mirror_that_fails_leaves_the_daemon_and_its_session_running(
+    home: Path, nats_server: NatsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actors.frontends.daemon import _cluster
+
+    def unreadable(path: Path, pos: int) -> list[tuple[bytes, int]]:
+        raise OSError(5, "Input/output error")
+
+    fake = write_responses(home / "f.responses", text_response("one"))
+    with trio.fail_after(60):
+        async with node_daemon(home, nats_server.url) as daemon, client_of(home) as client:
+            ready = await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")
+            mirror: SessionMirror = daemon.core.sessions[ready.session_id].mirror
+            monkeypatch.setattr(_cluster, "complete_lines_from", unreadable)
+            await client.subscribe(ready.session_id, from_seq=1)
+            await client.prompt(ready.session_id, "first")
+            await events_until(client)  # the session goes on
+            await mirror.done.wait()
+            assert mirror.state == "failed" and "Input/output error" in mirror.problem
+            assert (await client.status()).pid  # and so does the daemon
