@@ -13,6 +13,7 @@ it is pointed at the system's.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -137,6 +138,19 @@ def scripted_session(home: Path) -> str:
     return trio.run(create)
 
 
+@contextmanager
+def plain_asyncio() -> Iterator[None]:
+    """asyncio's own event loops for Playwright's sync API in this thread: once
+    trio-asyncio is imported (the live backend, the cluster's NATS client: pytest imports
+    their tests first), ``asyncio.new_event_loop()`` makes a trio-asyncio loop, which
+    runs trio inside and cannot host Playwright's."""
+    asyncio.set_event_loop_policy(asyncio.DefaultEventLoopPolicy())
+    try:
+        yield
+    finally:
+        asyncio.set_event_loop_policy(None)
+
+
 SNAPSHOTS = """() => {
   window.__texts = [];
   new MutationObserver(() => {
@@ -151,7 +165,7 @@ def test_a_person_follows_approves_prompts_and_cancels_in_chromium(chromium: str
 
     sid = scripted_session(home)
     problems: list[str] = []
-    with sync_playwright() as pw:
+    with plain_asyncio(), sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page()
