@@ -35,10 +35,9 @@ import socket
 import ssl
 import zlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import h11
 import trio
 
 from ._url import (
@@ -57,6 +56,11 @@ MAX_REDIRECTS = 20
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 BODY_IDLE_TIMEOUT_S = 300.0
 _READ_SIZE = 65536
+
+if TYPE_CHECKING:
+    import h11
+# h11 is imported by the code that fetches (some 5 ms): every session registers
+# web_fetch, few fetch.
 
 
 class FetchError(Exception):
@@ -182,10 +186,14 @@ class _Connection:
     """One HTTP/1.1 exchange over one stream (``Connection: close``)."""
 
     def __init__(self, stream: trio.abc.Stream) -> None:
+        import h11
+
         self.stream = stream
         self.h11 = h11.Connection(our_role=h11.CLIENT)
 
     async def send_request(self, url: Url, headers: Mapping[str, str]) -> None:
+        import h11
+
         target = url.path + (f"?{url.query}" if url.query is not None else "")
         host = url.hostname + (f":{url.port}" if url.port is not None else "")
         all_headers = [("Host", host), *headers.items(), ("Connection", "close")]
@@ -194,6 +202,8 @@ class _Connection:
         await self.stream.send_all(data)
 
     async def next_event(self, idle_timeout: float | None = None) -> Any:
+        import h11
+
         while True:
             try:
                 event = self.h11.next_event()
@@ -213,6 +223,8 @@ class _Connection:
             self.h11.receive_data(bytes(chunk))
 
     async def response_head(self) -> h11.Response:
+        import h11
+
         while True:
             event = await self.next_event()
             if isinstance(event, h11.Response):
@@ -356,6 +368,8 @@ def _too_large(limit: int) -> FetchError:
 async def _read_body(
     conn: _Connection, response: HttpResponse, idle_timeout: float, limit: int
 ) -> bytes:
+    import h11
+
     length = response.header("content-length")
     if length is not None and length.strip().isdigit() and int(length.strip()) > limit:
         raise _too_large(limit)

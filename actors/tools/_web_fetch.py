@@ -73,7 +73,6 @@ from ._grounding import (
     response_text,
     source_lines,
 )
-from ._html_text import html_to_text
 from ._http import (
     BODY_IDLE_TIMEOUT_S,
     BlockedAddressError,
@@ -243,6 +242,8 @@ def page_text(body: bytes, content_type: str) -> str:
     """The fetched page as text for the model (blocking: runs in a worker thread)."""
     raw = body.decode("utf-8", "replace")
     if "text/html" in content_type.lower() or content_type == "":
+        from ._html_text import html_to_text  # html.parser: imported by a fetch, not a start-up
+
         raw = html_to_text(raw)
     return truncate_string(raw, MAX_CONTENT_LENGTH, TRUNCATION_WARNING)
 

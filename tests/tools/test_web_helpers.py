@@ -3,6 +3,9 @@ citations; and the HTTP client's destination checks."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import trio
 
@@ -114,6 +117,23 @@ def test_prompt_parsing_and_normalizing() -> None:
 )
 def test_private_addresses(address: str, private: bool) -> None:
     assert is_address_private(address) is private
+
+
+def test_web_fetch_imports_its_http_client_and_html_parser_when_it_fetches() -> None:
+    """Every session registers web_fetch; a start-up imports neither h11 nor html.parser
+    (issue #20), the fetch itself does."""
+    code = (
+        "import sys\n"
+        "from actors.tools import builtin_tools\n"
+        "assert any(t.name == 'web_fetch' for t in builtin_tools('gemini-2.5-flash'))\n"
+        "assert 'h11' not in sys.modules and 'html.parser' not in sys.modules\n"
+        "from actors.tools._web_fetch import page_text\n"
+        "assert page_text(b'<p>hi</p>', 'text/html') == 'hi'\n"
+        "from actors.tools._http import _Connection\n"
+        "_Connection(None)\n"
+        "assert 'h11' in sys.modules and 'html.parser' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_html_to_text() -> None:
