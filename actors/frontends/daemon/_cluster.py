@@ -138,7 +138,7 @@ class ClusterNode:
             mirror.pos = old.pos
         else:
             try:
-                mirror.lease = await self.leases.acquire(session_id, self.config.node_id)
+                mirror.lease = await self._acquire(session_id)
             except Taken as exc:
                 raise RequestError(
                     "busy",
@@ -152,6 +152,25 @@ class ClusterNode:
         self.mirrors[session_id] = mirror
         self.nursery.start_soon(mirror.run)
         return mirror
+
+    async def _acquire(self, session_id: str) -> Lease:
+        """The session's lease; one a daemon of this machine that is gone (killed)
+        holds is taken over at once rather than after its TTL."""
+        from actors.cluster import Taken
+        from actors.cluster.lease import lease_key
+
+        try:
+            return await self.leases.acquire(session_id, self.config.node_id)
+        except Taken as exc:
+            if not gone_from_this_machine(exc.owner):
+                raise
+            key = lease_key(session_id)
+            held = await self.leases.store.get(key)
+            if held is None or held[0].decode("utf-8", "replace") != exc.owner:
+                raise
+            await self.leases.store.delete(key, last=held[1])  # only that holder's revision
+            log.info("session %s: its lease was held by %s, a daemon of this machine that is gone; taken over", session_id, exc.owner)
+            return await self.leases.acquire(session_id, self.config.node_id)
 
     async def drain(self) -> None:
         """Wait (at most ``DRAIN_S``) for the mirrors of stopped sessions to finish."""
@@ -343,6 +362,22 @@ class SessionMirror:
                 return
             except ClusterError as exc:
                 log.warning("session %s: its lease could not be renewed: %s", self.session_id, exc)
+
+
+def gone_from_this_machine(node_id: str) -> bool:
+    """Whether ``node_id`` (``host:pid:random``) names a process of this machine that
+    no longer runs."""
+    host, _, rest = node_id.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def complete_lines(path: Path, pos: int) -> tuple[list[tuple[bytes, int]], int]:

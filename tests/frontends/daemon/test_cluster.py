@@ -19,7 +19,12 @@ from actors.cluster import Journal, NoQuorum, SessionLease, open_link
 from actors.cluster.lease import lease_key
 from actors.cluster.servers import NatsServer, free_port
 from actors.frontends.daemon import Daemon, serve
-from actors.frontends.daemon._cluster import ClusterConfig, SessionMirror, lease_bucket
+from actors.frontends.daemon._cluster import (
+    ClusterConfig,
+    SessionMirror,
+    default_node_id,
+    lease_bucket,
+)
 from actors.recording import recording_path
 from tests.cluster import conftest as cluster_fixtures
 from tests.frontends.daemon._helpers import (
@@ -29,7 +34,7 @@ from tests.frontends.daemon._helpers import (
     text_response,
     write_responses,
 )
-from tests.frontends.daemon._procs import agentbus
+from tests.frontends.daemon._procs import agentbus, daemon_process
 
 nats_server = cluster_fixtures.nats_server
 USER = "ann"
@@ -38,7 +43,7 @@ USER = "ann"
 @asynccontextmanager
 async def node_daemon(home: Path, url: str, **cluster: Any) -> AsyncIterator[Daemon]:
     config = attrs.evolve(
-        config_for(home), cluster=ClusterConfig(url=url, user=USER, node_id="node-a", **cluster)
+        config_for(home), cluster=ClusterConfig(url=url, **{"user": USER, "node_id": "node-a", **cluster})
     )
     async with trio.open_nursery() as nursery:
         daemon: Daemon = await nursery.start(serve, config)
@@ -286,3 +291,37 @@ async def test_a_mirror_that_fails_leaves_the_daemon_and_its_session_running(
             await mirror.done.wait()
             assert mirror.state == "failed" and "Input/output error" in mirror.problem
             assert (await client.status()).pid  # and so does the daemon
+
+
+@pytest.mark.slow
+async def test_a_node_killed_mid_session_is_caught_up_when_the_session_resumes(home: Path, nats_server: NatsServer) -> None:
+    """kill -9 of a node: the next node on that machine takes the dead one's lease over at
+    once, and the stream gets what the dead node had not mirrored before the new run's
+    lines: it ends up as the local file."""
+    import getpass
+    import signal
+
+    user = getpass.getuser()
+    fake = write_responses(home / "f.responses", text_response("one"), text_response("two"))
+    with trio.fail_after(90):
+        async with daemon_process(home, "--cluster", nats_server.url) as killed, client_of(home) as client:
+            ready = await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")
+            sid = ready.session_id
+            await client.subscribe(sid, from_seq=1)
+            await client.prompt(sid, "first")
+            await events_until(client)
+            killed.proc.send_signal(signal.SIGKILL)
+            await killed.proc.wait()
+        async with open_link(nats_server.url) as link:
+            dead = await SessionLease(await link.bucket(lease_bucket(user), ttl_s=10)).owner(sid)
+        assert dead is not None and f":{killed.proc.pid}:" in dead
+        fake2 = write_responses(home / "g.responses", text_response("again"))
+        async with node_daemon(home, nats_server.url, user=user, node_id=default_node_id()), client_of(home) as client:
+            await client.load_session(sid, fake_responses=str(fake2))
+            await client.subscribe(sid)
+            await client.prompt(sid, "after the kill")
+            await events_until(client)
+        async with open_link(nats_server.url) as link:
+            stored = b"".join(line + b"\n" for _, line in await Journal(link, user, sid).lines())
+    local = recording_path(home / "data", sid).read_bytes()
+    assert stored == local and local.count(b'"kind":"meta"') == 2
