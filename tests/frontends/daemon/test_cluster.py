@@ -84,6 +84,14 @@ async def test_a_session_through_a_node_exports_as_its_local_recording(home: Pat
         assert replayed.returncode == 0, replayed.stdout + replayed.stderr
         async with open_link(nats_server.url) as link:  # released when the session stopped
             assert await SessionLease(await link.bucket(lease_bucket(USER), ttl_s=10)).owner(sid) is None
+        to_stdout = await trio.to_thread.run_sync(
+            lambda: agentbus(home, "cluster", "export", sid, "--cluster", nats_server.url, "--user", USER)
+        )
+        assert to_stdout.returncode == 0 and to_stdout.stdout.encode() == local
+        unknown = await trio.to_thread.run_sync(
+            lambda: agentbus(home, "cluster", "export", "no-such", "--cluster", nats_server.url, "--user", USER)
+        )
+        assert unknown.returncode == 1 and "no session 'no-such' in the cluster" in unknown.stderr
 
 
 async def test_a_resumed_session_appends_its_new_part_after_what_the_stream_has(home: Path, nats_server: NatsServer) -> None:
