@@ -333,3 +333,34 @@ async def test_a_node_killed_mid_session_is_caught_up_when_the_session_resumes(h
             stored = b"".join(line + b"\n" for _, line in await Journal(link, user, sid).lines())
     local = recording_path(home / "data", sid).read_bytes()
     assert stored == local and local.count(b'"kind":"meta"') == 2
+
+
+async def test_a_node_runs_live_model_sessions_beside_its_nats_link(home: Path, nats_server: NatsServer) -> None:
+    """Both asyncio bridges in one daemon (nats-py's and google-genai's, each its own
+    trio-asyncio loop): a live-backend session on a node is answered and mirrored."""
+    from actors.gateway import FakeEntry, live_backend
+    from tests.fakes.gemini_server import FakeGeminiServer
+
+    server = FakeGeminiServer([FakeEntry("generateContentStream", text_response("live answer")["response"], 0)])
+    config = attrs.evolve(
+        config_for(home),
+        live_backend=lambda env, auth_type: live_backend(env, auth_type=auth_type),
+        cluster=ClusterConfig(url=nats_server.url, user=USER, node_id="node-a"),
+    )
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.run)
+            async with trio.open_nursery() as daemons:
+                daemon: Daemon = await daemons.start(serve, config)
+                async with client_of(home) as client:
+                    auth = {"GEMINI_API_KEY": "key-0123456789abcdef", "GOOGLE_GEMINI_BASE_URL": server.base_url}
+                    ready = await client.create_session(str(home / "ws"), model="gemini-2.5-flash", auth_env=auth)
+                    await client.subscribe(ready.session_id)
+                    await client.prompt(ready.session_id, "hi")
+                    envs = await events_until(client)
+                daemon.stop("test over")
+            nursery.cancel_scope.cancel()
+        assert any("live answer" in getattr(e.message, "text", "") for e in envs)
+        async with open_link(nats_server.url) as link:
+            stored = b"".join(line + b"\n" for _, line in await Journal(link, USER, ready.session_id).lines())
+    assert stored == recording_path(home / "data", ready.session_id).read_bytes()
