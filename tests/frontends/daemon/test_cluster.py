@@ -364,3 +364,30 @@ async def test_a_node_runs_live_model_sessions_beside_its_nats_link(home: Path, 
         async with open_link(nats_server.url) as link:
             stored = b"".join(line + b"\n" for _, line in await Journal(link, USER, ready.session_id).lines())
     assert stored == recording_path(home / "data", ready.session_id).read_bytes()
+
+
+async def test_a_lease_that_expired_with_nobody_taking_it_is_taken_again(
+    home: Path, nats_server: NatsServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As when the cluster was out of reach for longer than the TTL: the key is gone, no
+    other node took it; the next renewal takes it again and the mirror goes on."""
+    caplog.set_level(logging.INFO, logger="agentbus.daemon")
+    fake = write_responses(home / "f.responses", text_response("one"))
+    with trio.fail_after(60):
+        async with open_link(nats_server.url) as link:
+            async with node_daemon(home, nats_server.url, renew_every_s=0.1) as daemon, client_of(home) as client:
+                ready = await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")
+                sid = ready.session_id
+                mirror: SessionMirror = daemon.core.sessions[sid].mirror
+                bucket = await link.bucket(lease_bucket(USER), ttl_s=10)
+                held = await bucket.get(lease_key(sid))
+                assert held is not None
+                await bucket.delete(lease_key(sid), last=held[1])
+                while "taken again" not in caplog.text:
+                    await trio.sleep(0.05)
+                assert await SessionLease(bucket).owner(sid) == "node-a" and mirror.state == "following"
+                await client.subscribe(sid, from_seq=1)
+                await client.prompt(sid, "after")
+                await events_until(client)
+            stored = b"".join(line + b"\n" for _, line in await Journal(link, USER, sid).lines())
+    assert stored == recording_path(home / "data", sid).read_bytes()
