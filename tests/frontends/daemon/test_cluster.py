@@ -366,12 +366,18 @@ async def test_a_node_runs_live_model_sessions_beside_its_nats_link(home: Path, 
     assert stored == recording_path(home / "data", ready.session_id).read_bytes()
 
 
-async def test_a_lease_that_expired_with_nobody_taking_it_is_taken_again(
-    home: Path, nats_server: NatsServer, caplog: pytest.LogCaptureFixture
-) -> None:
+async def test_a_lease_that_expired_with_nobody_taking_it_is_taken_again(home: Path, nats_server: NatsServer) -> None:
     """As when the cluster was out of reach for longer than the TTL: the key is gone, no
     other node took it; the next renewal takes it again and the mirror goes on."""
-    caplog.set_level(logging.INFO, logger="agentbus.daemon")
+    taken_again = trio.Event()
+
+    class Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "taken again" in record.getMessage():
+                taken_again.set()
+
+    watch = Watch()
+    logging.getLogger("agentbus.daemon").addHandler(watch)
     fake = write_responses(home / "f.responses", text_response("one"))
     with trio.fail_after(60):
         async with open_link(nats_server.url) as link:
@@ -383,11 +389,11 @@ async def test_a_lease_that_expired_with_nobody_taking_it_is_taken_again(
                 held = await bucket.get(lease_key(sid))
                 assert held is not None
                 await bucket.delete(lease_key(sid), last=held[1])
-                while "taken again" not in caplog.text:
-                    await trio.sleep(0.05)
+                await taken_again.wait()
                 assert await SessionLease(bucket).owner(sid) == "node-a" and mirror.state == "following"
                 await client.subscribe(sid, from_seq=1)
                 await client.prompt(sid, "after")
                 await events_until(client)
             stored = b"".join(line + b"\n" for _, line in await Journal(link, USER, sid).lines())
+    logging.getLogger("agentbus.daemon").removeHandler(watch)
     assert stored == recording_path(home / "data", sid).read_bytes()
