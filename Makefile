@@ -37,8 +37,8 @@ node-check:
 	  echo "make test: node is not on PATH, and the hooks corpus tests in $(SHARED)/conformance run Node hook scripts (Debian: apt-get install nodejs)" >&2; exit 1; fi
 
 # The property tests only (marker `property`: every test hypothesis drives, and the
-# explorer's), EXAMPLES examples each (the proptest profile of tests/conftest.py: about
-# 5 minutes on 2 cores; EXAMPLES=10000 is the deep profile's count); hypothesis reports
+# explorer's), EXAMPLES examples each (the proptest profile of tests/conftest.py: 4 to 9
+# minutes on 2 busy cores; EXAMPLES=10000 is the deep profile's count); hypothesis reports
 # the examples run and the time of each property.
 EXAMPLES ?= 250
 proptest: $(STAMP)
