@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 import trio
 
 from .codec import Envelope
 from .errors import DeliveryError
-from .messages import Message
+
+if TYPE_CHECKING:
+    from .messages import Message  # the union: imported when first used (bus.messages)
 
 DEFAULT_INBOX = 256
 

@@ -9,14 +9,18 @@ Decoding failures of any kind (malformed JSON, unknown tag, wrong field) raise
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 import attrs
 import cattrs
 
 from .errors import CodecError
 from .json_values import JsonValue, freeze, thaw
-from .messages import ALL_MESSAGES, Message
+
+if TYPE_CHECKING:
+    # At run time the union is imported by the first decoding: it names the daemon's
+    # protocol, which a headless run never uses (``bus.messages``).
+    from .messages import Message
 
 FORMAT_VERSION = 1
 """Version of the envelope format written to recordings and sockets."""
@@ -62,7 +66,16 @@ converter = _make_converter()
 with ``configure_tagged_union`` so that per-class hooks are generated on first use:
 a short headless run then pays only for the messages it sends."""
 
-_BY_TAG: dict[str, type] = {cls.__name__: cls for cls in ALL_MESSAGES}
+_BY_TAG: dict[str, type] = {}
+"""Every message class by its tag, filled by the first decoding."""
+
+
+def _message_class(tag: str) -> type | None:
+    if not _BY_TAG:
+        from .messages import ALL_MESSAGES
+
+        _BY_TAG.update((cls.__name__, cls) for cls in ALL_MESSAGES)
+    return _BY_TAG.get(tag)
 
 
 def to_plain(msg: Message) -> dict[str, Any]:
@@ -77,7 +90,7 @@ def from_plain(data: Any, *, where: str | None = None) -> Message:
     if not isinstance(data, dict):
         raise CodecError(f"a message must be a JSON object, got {type(data).__name__}", where=where)
     tag = data.get("type")
-    cls = _BY_TAG.get(tag) if isinstance(tag, str) else None
+    cls = _message_class(tag) if isinstance(tag, str) else None
     if cls is None:
         raise CodecError(f"unknown message type {tag!r}", where=where)
     fields = {k: v for k, v in data.items() if k != "type"}

@@ -36,16 +36,11 @@ import attrs
 import trio
 
 from actors.common import js_json
-from bus.messages import (
-    McpPromptSummary,
-    McpResourceSummary,
-    McpServerState,
-    McpServerSummary,
-    McpToolSummary,
-)
+from bus.messages import McpServerState
 
 if TYPE_CHECKING:
     from actors.mcp import Discovered, McpConnection
+    from bus.messages import McpServerSummary
 
 BUILTIN_COMMANDS = frozenset(
     {
@@ -373,6 +368,15 @@ class SessionMcp:
         return line
 
     def summaries(self) -> tuple[McpServerSummary, ...]:
+        # The daemon's protocol classes: imported by the daemon's ListMcpServers, not by
+        # every session's start (issue #20).
+        from bus.messages import (
+            McpPromptSummary,
+            McpResourceSummary,
+            McpServerSummary,
+            McpToolSummary,
+        )
+
         out: list[McpServerSummary] = []
         for name, d in self._found.items():
             conn = d.connection

@@ -13,19 +13,21 @@ import hashlib
 import itertools
 import operator
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bus.json_values import freeze, thaw
 from bus.messages import (
     CheckLoop,
     GenerateRequest,
     HistoryCompressed,
-    Message,
     OpenSession,
     StartTurn,
 )
 
 from ._lines import dumps
+
+if TYPE_CHECKING:
+    from bus.messages import Message  # the union: imported when first used (bus.messages)
 
 INTERNED: Mapping[type[Message], tuple[tuple[str, bool], ...]] = {
     StartTurn: (("history", True),),

@@ -31,7 +31,6 @@ from bus.messages import (
     Decision,
     HookEvent,
     HooksFinished,
-    Message,
     RunHooks,
     RunTool,
     ScheduleBatch,
@@ -58,6 +57,8 @@ from ._policy_messages import confirmation_unsupported_message, tool_not_found_m
 from ._wiring import DENIED_BY_POLICY, BatchInbox, PolicyVerdictLike
 
 if TYPE_CHECKING:
+    from bus.messages import Message  # the union: imported when first used (bus.messages)
+
     from ._actor import SchedulerActor
 
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable
-from typing import Any, TypeAlias, TypeGuard, assert_never, get_args
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard, assert_never, get_args
 
 import attrs
 
@@ -53,7 +53,6 @@ from bus.messages import (
     ConfigureSession,
     ContextAdded,
     HistoryCompressed,
-    Message,
     OpenSession,
     PromptQueued,
     SessionClosed,
@@ -65,6 +64,9 @@ from bus.messages import (
     TurnEnded,
     new_id,
 )
+
+if TYPE_CHECKING:
+    from bus.messages import Message  # the union: imported when first used (bus.messages)
 
 SessionInbox: TypeAlias = (
     OpenSession

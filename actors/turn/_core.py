@@ -30,7 +30,7 @@ Three pure parts the trio code (``_actor``, ``_turn``) drives:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, TypeAlias, TypeGuard, assert_never, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeGuard, assert_never, get_args
 
 import attrs
 
@@ -42,7 +42,6 @@ from bus.messages import (
     GenerationCancelled,
     HooksFinished,
     LoopVerdict,
-    Message,
     ModelChunk,
     ModelFailed,
     ModelFinished,
@@ -201,6 +200,9 @@ TURN_LIMIT_MESSAGE = (
     "Reached max session turns for this session. Increase the number of turns by specifying "
     "maxSessionTurns in settings.json."
 )
+
+if TYPE_CHECKING:
+    from bus.messages import Message  # the union: imported when first used (bus.messages)
 
 FATAL_TOOL_ERRORS = frozenset({"no_space_left"})
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -33,7 +33,6 @@ from bus.messages import (
     HooksFinished,
     LoopCheckKind,
     LoopVerdict,
-    Message,
     ModelChunk,
     ModelFailed,
     ModelFinished,
@@ -65,6 +64,9 @@ from ._logic import (
 )
 from ._tokens import estimate_tokens, has_media
 from ._wiring import TurnWiring
+
+if TYPE_CHECKING:
+    from bus.messages import Message  # the union: imported when first used (bus.messages)
 
 
 class _Cancelled(Exception):

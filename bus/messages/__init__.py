@@ -1,47 +1,14 @@
-"""Every message of the bus, grouped by conversation, in one closed union."""
+"""Every message of the bus, grouped by conversation, in one closed union.
+
+The union (``Message``, ``ALL_MESSAGES``: ``_union``) and the daemon's protocol
+(``client``) are imported when one of their names is first used: a headless run, and
+most actors, use neither; everything else is imported with the package."""
 
 from __future__ import annotations
 
-from typing import TypeAlias, Union
+from typing import TYPE_CHECKING, Any
 
 from ._common import new_id
-from .client import (
-    PROTOCOL_VERSION,
-    Answer,
-    CallTool,
-    Cancel,
-    CaughtUp,
-    ConnectionSummary,
-    CreateSession,
-    DaemonInfo,
-    DaemonStatus,
-    DaemonStopping,
-    EndSession,
-    Hello,
-    ListMcpServers,
-    ListSessions,
-    LoadSession,
-    McpPromptSummary,
-    McpResourceSummary,
-    McpServerList,
-    McpServerSummary,
-    McpToolSummary,
-    Prompt,
-    PromptAccepted,
-    ProtocolError,
-    RequestDone,
-    SessionList,
-    SessionReady,
-    SessionSummary,
-    SetMode,
-    StopDaemon,
-    Subscribe,
-    Subscribed,
-    SubscriptionEnded,
-    ToolCallResult,
-    Unsubscribe,
-    Welcome,
-)
 from .control import ActorFailed, ObserverLagged, Shutdown
 from .hooks import CancelHooks, HookRan, HooksFinished, RunHooks
 from .kinds import (
@@ -145,108 +112,98 @@ from .turn import (
     TurnStarted,
 )
 
-Message: TypeAlias = Union[  # noqa: UP007 - a runtime union object is needed by cattrs
-    # session
-    OpenSession,
-    SessionOpened,
-    SubmitPrompt,
-    PromptQueued,
-    CancelTurn,
-    TurnCancelAcknowledged,
-    ConfigureSession,
-    SessionConfigured,
-    AddContext,
-    ContextAdded,
-    CloseSession,
-    SessionClosed,
-    # turn
-    StartTurn,
-    TurnStarted,
-    ModelSelected,
-    TextStreamed,
-    ThoughtStreamed,
-    ToolCallRequested,
-    StreamRetried,
-    TurnNotice,
-    TurnEnded,
-    HistoryCompressed,
-    ResetLoopDetection,
-    CheckLoop,
-    LoopVerdict,
-    ClearLoopDetection,
-    CancelLoopCheck,
-    DisableLoopDetection,
-    # model
-    GenerateRequest,
-    ModelChunk,
-    ModelRetrying,
-    ModelFinished,
-    ModelFailed,
-    CancelGeneration,
-    GenerationCancelled,
-    # tools
-    ScheduleBatch,
-    ToolCallUpdated,
-    ApprovalRequested,
-    ApprovalAnswered,
-    ApprovalSettled,
-    RunTool,
-    ToolOutputStreamed,
-    ReadTextFile,
-    WriteTextFile,
-    FileAccessed,
-    RunInTerminal,
-    TerminalOutput,
-    TerminalExited,
-    KillTerminal,
-    ToolFinished,
-    CancelTool,
-    BatchSettled,
-    CancelBatch,
-    BatchCancelAcknowledged,
-    SubagentActivity,
-    ApprovalModeChanged,
-    # hooks
-    RunHooks,
-    HookRan,
-    HooksFinished,
-    CancelHooks,
-    # control
-    ActorFailed,
-    ObserverLagged,
-    Shutdown,
-    # client (the daemon's native protocol)
-    Hello,
-    Welcome,
-    ListSessions,
-    SessionList,
-    CreateSession,
-    LoadSession,
-    SessionReady,
-    EndSession,
-    Subscribe,
-    Subscribed,
-    Unsubscribe,
-    Prompt,
-    PromptAccepted,
-    Cancel,
-    Answer,
-    SetMode,
-    CallTool,
-    ToolCallResult,
-    ListMcpServers,
-    McpServerList,
-    DaemonStatus,
-    DaemonInfo,
-    StopDaemon,
-    RequestDone,
-    CaughtUp,
-    SubscriptionEnded,
-    DaemonStopping,
-    ProtocolError,
-]
+if TYPE_CHECKING:
+    from ._union import ALL_MESSAGES, Message
+    from .client import (
+        PROTOCOL_VERSION,
+        Answer,
+        CallTool,
+        Cancel,
+        CaughtUp,
+        ConnectionSummary,
+        CreateSession,
+        DaemonInfo,
+        DaemonStatus,
+        DaemonStopping,
+        EndSession,
+        Hello,
+        ListMcpServers,
+        ListSessions,
+        LoadSession,
+        McpPromptSummary,
+        McpResourceSummary,
+        McpServerList,
+        McpServerSummary,
+        McpToolSummary,
+        Prompt,
+        PromptAccepted,
+        ProtocolError,
+        RequestDone,
+        SessionList,
+        SessionReady,
+        SessionSummary,
+        SetMode,
+        StopDaemon,
+        Subscribe,
+        Subscribed,
+        SubscriptionEnded,
+        ToolCallResult,
+        Unsubscribe,
+        Welcome,
+    )
+else:
+    # The daemon's protocol (a third of the message classes) and the union that names
+    # it are imported when first used: a headless run never uses them (issue #20).
+    def __getattr__(name: str) -> Any:
+        if name in _CLIENT_NAMES:
+            from . import client as module
+        elif name in ("Message", "ALL_MESSAGES"):
+            from . import _union as module
+        else:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = globals()[name] = getattr(module, name)
+        return value
 
-ALL_MESSAGES: tuple[type, ...] = Message.__args__  # type: ignore[attr-defined]
+
+_CLIENT_NAMES = frozenset(
+    (
+        "PROTOCOL_VERSION",
+        "Answer",
+        "CallTool",
+        "Cancel",
+        "CaughtUp",
+        "ConnectionSummary",
+        "CreateSession",
+        "DaemonInfo",
+        "DaemonStatus",
+        "DaemonStopping",
+        "EndSession",
+        "Hello",
+        "ListMcpServers",
+        "ListSessions",
+        "LoadSession",
+        "McpPromptSummary",
+        "McpResourceSummary",
+        "McpServerList",
+        "McpServerSummary",
+        "McpToolSummary",
+        "Prompt",
+        "PromptAccepted",
+        "ProtocolError",
+        "RequestDone",
+        "SessionList",
+        "SessionReady",
+        "SessionSummary",
+        "SetMode",
+        "StopDaemon",
+        "Subscribe",
+        "Subscribed",
+        "SubscriptionEnded",
+        "ToolCallResult",
+        "Unsubscribe",
+        "Welcome",
+    )
+)
 
 __all__ = [
     "ALL_MESSAGES",

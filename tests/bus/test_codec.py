@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import functools
 import json
+import subprocess
+import sys
 
 import attrs
 import pytest
@@ -87,6 +89,27 @@ def test_a_message_inside_itself_shows_as_dots() -> None:
     object.__setattr__(msg, "text", (msg, "x"))
     object.__setattr__(twin, "text", (twin, "x"))
     assert repr(msg) == repr(twin) == "TextStreamed(session_id='s', turn_id='t', text=(..., 'x'))"
+
+
+def test_the_daemon_protocol_is_imported_by_its_first_use() -> None:
+    """``bus.messages.client`` (a third of the message classes) and the union naming it
+    are not imported with the bus (a headless start-up never uses them, issue #20); the
+    codec still decodes each of its messages, and its names import as before."""
+    code = (
+        "import sys\n"
+        "import bus, bus.codec, bus.messages\n"
+        "assert 'bus.messages.client' not in sys.modules, 'imported with the bus'\n"
+        "hello = bus.codec.decode('{\"type\": \"Hello\", \"request_id\": \"r\", \"protocol\": 1}')\n"
+        "from bus.messages import ALL_MESSAGES, Hello, Message, PROTOCOL_VERSION\n"
+        "assert hello == Hello(request_id='r', protocol=PROTOCOL_VERSION) and Hello in ALL_MESSAGES\n"
+        "assert Message.__args__ == ALL_MESSAGES\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_an_unknown_name_of_the_messages_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="NoSuchMessage"):
+        messages.NoSuchMessage  # noqa: B018
 
 
 @given(st.from_type(TextStreamed), st.integers(1, 10**9))

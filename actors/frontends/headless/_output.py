@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import attrs
 
@@ -30,7 +30,6 @@ from bus.messages import (
     BatchSettled,
     GenerateRequest,
     HookRan,
-    Message,
     ModelChunk,
     ModelFailed,
     ModelFinished,
@@ -44,6 +43,9 @@ from bus.messages import (
     TurnError,
     TurnNotice,
 )
+
+if TYPE_CHECKING:
+    from bus.messages import Message  # the union: imported when first used (bus.messages)
 
 TOKEN_KEYS = ("input", "prompt", "candidates", "total", "cached", "thoughts", "tool")
 DECISIONS = ("accept", "reject", "modify", "auto_accept")

@@ -1,0 +1,28 @@
+"""What a headless run imports (issue #20: start-up is import-bound): not the daemon's
+protocol, nor the HTTP client and HTML parser that only a web fetch uses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+NOT_IMPORTED = ("bus.messages.client", "bus.messages._union", "h11", "html.parser")
+
+
+def test_a_headless_run_imports_only_what_it_uses(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from actors.frontends import main\n"
+        "status = main(['-p', 'hi', '-m', 'gemini-2.5-flash', '--fake-responses', sys.argv[1]])\n"
+        "print(status, *(name for name in sys.argv[2:] if name in sys.modules))\n"
+    )
+    env = {**os.environ, "HOME": str(tmp_path), "GEMINI_CLI_HOME": str(tmp_path),
+           "AGENTBUS_DATA_DIR": str(tmp_path / "data")}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(ROOT / "scenarios" / "bench" / "hi.responses"), *NOT_IMPORTED],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True,
+    )
+    assert done.stdout.splitlines()[-1] == "0", done.stdout
