@@ -7,6 +7,9 @@
 - ``LiveTool`` runs the real tool in the replay's copy of the workspace. While any live
   call runs, the virtual clock runs at real speed and does not jump (a subprocess wait
   is not idleness); otherwise it jumps as usual.
+  Its confirmation details (what an approval shows: a diff, the whole command) are
+  the ones recorded in ``ApprovalRequested`` for the same call, not made again from
+  a workspace the replay does not have.
 - ``RecordedPolicy`` answers the scheduler's policy checks with the decisions the
   recording shows, in the order the scheduler asked them.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import inspect
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -26,6 +30,7 @@ import trio.testing
 from actors.recording import RecordedLine
 from actors.scheduler import DENIED_BY_POLICY
 from actors.tools import OutputSink, Tool, ToolEnv
+from bus.json_values import thaw
 from bus.messages import (
     ApprovalRequested,
     ApprovalSettled,
@@ -58,6 +63,9 @@ class ToolScript:
     validation: dict[str, collections.deque[str | None]] = attrs.field(factory=dict)
     kinds: dict[str, str] = attrs.field(factory=dict)
     """Tool name -> executor kind, from the addresses ``RunTool`` went to."""
+    shown: dict[str, collections.deque[dict[str, Any]]] = attrs.field(factory=dict)
+    """Per call (tool name and arguments, a FIFO), the confirmation details its
+    ``ApprovalRequested`` showed, less the scheduler's own ``type`` and ``title``."""
 
     @classmethod
     def from_lines(cls, lines: Sequence[RecordedLine]) -> ToolScript:
@@ -74,6 +82,10 @@ class ToolScript:
                     recipient = rec.env.recipient or ""
                     if recipient.startswith("exec."):
                         script.kinds.setdefault(msg.name, recipient[5:].split(":", 1)[0])
+                case ApprovalRequested():
+                    details = msg.details if isinstance(msg.details, Mapping) else {}
+                    shown = {k: v for k, v in details.items() if k not in SCHEDULER_DETAILS}
+                    script.shown.setdefault(_call_key(msg.name, msg.args), collections.deque()).append(shown)
                 case ToolOutputStreamed():
                     if msg.call_id in open_runs:
                         open_runs[msg.call_id].outputs.append(msg.text)
@@ -99,6 +111,18 @@ class ToolScript:
     def next_validation(self, call_id: str) -> str | None:
         queue = self.validation.get(call_id)
         return queue.popleft() if queue else None
+
+    def next_shown(self, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        queue = self.shown.get(_call_key(name, args))
+        return queue.popleft() if queue else {}
+
+
+SCHEDULER_DETAILS = frozenset({"type", "title"})
+"""The keys of ``ApprovalRequested.details`` the scheduler sets, not the tool."""
+
+
+def _call_key(name: str, args: Mapping[str, Any]) -> str:
+    return json.dumps([name, thaw(args)], sort_keys=True, default=str)
 
 
 class LiveClock:
@@ -155,6 +179,11 @@ class RecordedTool(_Delegate):
         call_id = self.validating_call()
         return self.script.next_validation(call_id) if call_id is not None else None
 
+    def confirmation_details(self, args: Mapping[str, Any], env: ToolEnv) -> dict[str, Any]:
+        """The details the recorded approval of this call showed (the scheduler asks
+        once per approval it requests, in the recorded order)."""
+        return self.script.next_shown(self.name, args)
+
     async def execute(
         self, args: Mapping[str, Any], env: ToolEnv, output: OutputSink | None = None, *, call_id: str = ""
     ) -> ToolResult:
@@ -191,6 +220,9 @@ class LiveTool(_Delegate):
         close = getattr(inner, "close_session", None)
         if close is not None:
             self.close_session = close
+        shows = getattr(inner, "confirmation_details", None)
+        if shows is not None:
+            self.confirmation_details = shows  # the real tool's, on the copy of the workspace
         cancelled = getattr(inner, "cancelled_result", None)
         if cancelled is not None:
             self.cancelled_result = cancelled  # the real tool's, as the live run had it
