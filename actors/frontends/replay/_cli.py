@@ -26,6 +26,7 @@ failure exit code for fresh runs), 2 (bad arguments or input).
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import shutil
@@ -377,7 +378,11 @@ def write_trace(document: dict[str, Any], target: str, out: TextIO) -> None:
     if target == "-":
         out.write(text)
         return
+    if not target:
+        raise ReplayInputError("--trace needs a file to write (- for stdout)")
     dest = Path(target)
+    if not dest.name:  # ".", "/": a directory, and no name to put the temporary file by
+        raise ReplayInputError(f"{target}: cannot write the trace: {os.strerror(errno.EISDIR)}")
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(text, encoding="utf-8")

@@ -372,6 +372,18 @@ def test_trace_to_an_unwritable_place_is_one_line_and_exit_2(tmp_path: Path) -> 
     assert [p.name for p in tmp_path.iterdir()] == []
 
 
+def test_trace_to_an_empty_name_or_a_bare_directory_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = replay(str(RECORDED / "waves-read-write"), "--trace", "")
+    assert (code, out, err) == (2, "", "agentbus replay: --trace needs a file to write (- for stdout)\n")
+    for target in (".", "/"):
+        code, out, err = replay(str(RECORDED / "waves-read-write"), "--trace", target)
+        assert (code, out, err) == (2, "", f"agentbus replay: {target}: cannot write the trace: Is a directory\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_trace_of_what_is_not_a_recording(tmp_path: Path) -> None:
     code, _, err = replay(str(ROOT / "README.md"), "--trace", str(tmp_path / "t.json"))
     assert code == 2 and err.count("\n") == 1 and "not JSON" in err
