@@ -143,6 +143,12 @@ class ChatApp:
             self.idle.set()
         elif self.idle.is_set():
             self.idle = trio.Event()
+        self._changed()
+
+    def _changed(self) -> None:
+        """Wakes whoever waits on what is shown or what runs (``rendered``)."""
+        self.rendered.set()
+        self.rendered = trio.Event()
 
     # -- run ------------------------------------------------------------------------------------------------
     async def run(self) -> int:
@@ -231,6 +237,7 @@ class ChatApp:
                     self.write(self.render.approval_prompt())  # one still waiting
                     self._sync_keys()
                     self.caught_up.set()
+                    self._changed()
                     self.prompt_marker()
                 continue
             if isinstance(event, Envelope):
@@ -248,8 +255,7 @@ class ChatApp:
             self._sync_keys()
             if not self.unseen_questions:
                 self.questions_seen.set()
-            self.rendered.set()
-            self.rendered = trio.Event()
+            self._changed()
             if isinstance(event, Envelope) and isinstance(event.message, TurnEnded):
                 if (started := self.turn_prompts.pop(event.message.turn_id, None)) is not None:
                     # Ours even if the acceptance came after the turn started (or ended).
@@ -302,9 +308,12 @@ class ChatApp:
         while True:
             line = await self.lines.read_line()
             if line is None:
-                # End of input (a pipe, Ctrl-D): let what runs finish, then leave.
+                # End of input (a pipe, Ctrl-D): let what runs finish, then leave; a
+                # question nobody can answer here any more stays in the daemon.
                 await self.caught_up.wait()
-                await self.idle.wait()
+                await self._until_idle_or_asked()
+                if self.render.pending:
+                    self.line(f"(a question waits: agentbus chat --resume {self.session_id} answers it)", "yellow")
                 return 0
             if isinstance(line, SingleKey):
                 await self._key_typed(line)
@@ -336,12 +345,28 @@ class ChatApp:
             await self.client.answer(self.session_id, req.correlation_id, outcome)
         except DaemonError as exc:
             self.line(f"error: {exc.message}", "red")
+            return
+        # Settled when the session says so: what is typed next is not its answer.
+        while req in self.render.pending:
+            shown = self.rendered
+            await shown.wait()
+
+    async def _until_idle_or_asked(self, *, ours_only: bool = False) -> None:
+        """Until nothing runs (``ours_only``: nothing this chat started), or a question
+        waits for an answer."""
+        while not (self.render.pending or (not self.my_prompts and not self.tool_calls if ours_only else self._is_idle())):
+            shown = self.rendered
+            await shown.wait()
 
     async def _line_typed(self, text: str) -> str | None:
         self.interrupts = 0
         stripped = text.strip()
         await self.caught_up.wait()
         await self.questions_seen.wait()
+        if not self.opts.interactive:
+            # Piped lines are a script: each waits for what the last one started, so a
+            # "y" after a prompt answers the question that prompt's turn asks.
+            await self._until_idle_or_asked(ours_only=True)
         if self.render.pending:
             if stripped.lower() == VIEW_KEY:
                 self.write(self.render.approval_view())
