@@ -17,7 +17,7 @@ from __future__ import annotations
 import collections
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -35,6 +35,7 @@ from bus.messages import (
     ApprovalSettled,
     CaughtUp,
     SessionReady,
+    SessionSummary,
     TurnEnded,
     TurnStarted,
     new_id,
@@ -63,6 +64,12 @@ HELP = """Commands:
 Ctrl-C cancels the running turn or call; a second Ctrl-C exits. @path in a prompt
 attaches that file, @server:uri an MCP server's resource. Tab completes commands (MCP
 prompts too), tool names and paths (after @ and in !)."""
+
+
+def numbered(sessions: Sequence[SessionSummary]) -> list[SessionSummary]:
+    """The sessions ``N`` and ``latest`` name: those with a prompt, as
+    ``agentbus --list-sessions`` numbers them (the daemon lists the others after them)."""
+    return [s for s in sessions if s.title]
 
 
 @attrs.frozen(kw_only=True)
@@ -170,7 +177,7 @@ class ChatApp:
         if o.resume:
             ident = o.resume
             if ident == "latest" or ident.isdigit():
-                listed = (await self.client.list_sessions(str(o.workspace))).sessions
+                listed = numbered((await self.client.list_sessions(str(o.workspace))).sessions)
                 if not listed:
                     raise DaemonError("unknown_session", "no sessions for this workspace")
                 chosen = listed[-1] if ident == "latest" else listed[int(ident) - 1] if 0 < int(ident) <= len(listed) else None
@@ -465,7 +472,7 @@ class ChatApp:
             self.line("usage: /resume ID|N (see /sessions)", "yellow")
             return
         if ident.isdigit():
-            listed = (await self.client.list_sessions(str(self.opts.workspace))).sessions
+            listed = numbered((await self.client.list_sessions(str(self.opts.workspace))).sessions)
             index = int(ident)
             if not 0 < index <= len(listed):
                 self.line(f"no session number {index}; /sessions lists them", "yellow")

@@ -474,10 +474,16 @@ class Renderer:
         if not sessions:
             return self._line("No sessions for this workspace.")
         rows = [self._break()]
-        for i, s in enumerate(sessions, 1):
+        number = 0
+        for s in sessions:
             mark = "*" if s.session_id == current else " "
             state = s.state + (", busy" if s.busy else "")
-            rows.append(f"{mark}{i:3}. {s.title or '(no prompt yet)'}  {self.style(f'[{s.session_id}] {state}', 'dim')}\n")
+            if s.title:  # numbered as --list-sessions numbers them (those with a prompt)
+                number += 1
+                label = f"{number:3}."
+            else:
+                label = "   -"
+            rows.append(f"{mark}{label} {s.title or '(no prompt yet)'}  {self.style(f'[{s.session_id}] {state}', 'dim')}\n")
         return "".join(rows)
 
 

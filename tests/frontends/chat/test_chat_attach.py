@@ -69,3 +69,22 @@ async def test_a_chat_attaching_mid_tool_sees_its_header_and_output_so_far(home:
             assert isinstance(ended.message, TurnEnded) and ended.message.stop_reason == "cancelled"
     assert attached.returncode == 0, attached.stderr
     assert "> run it\n⏺ run_shell_command echo started; sleep 600 running…\n  │ started\n" in attached.stdout, attached.stdout
+
+
+def test_latest_and_n_name_the_sessions_list_sessions_numbers(home: Path) -> None:
+    """A session with no prompt (only a ``!command``) is not numbered: ``latest`` is the
+    last session with a prompt, as ``agentbus --list-sessions`` says (it was the
+    prompt-less one, listed after)."""
+    fake = write_responses(home / "f.responses", text_response("Hello."))
+    try:
+        assert piped_chat(home, "--fake-responses", str(fake), "-m", "gemini-2.5-flash", typed="hi\n").returncode == 0
+        assert piped_chat(home, "--fake-responses", str(fake), "-m", "gemini-2.5-flash", typed="!echo x\n").returncode == 0
+        listed = agentbus(home, "--list-sessions")
+        assert "1. hi" in listed.stdout and "2." not in listed.stdout, listed.stdout
+        for ident in ("latest", "1"):
+            resumed = piped_chat(home, "--resume", ident, typed="/sessions\n")
+            assert resumed.returncode == 0, resumed.stderr
+            assert "> hi\nHello.\n" in resumed.stdout, resumed.stdout
+            assert "*  1. hi" in resumed.stdout and "   - (no prompt yet)" in resumed.stdout, resumed.stdout
+    finally:
+        agentbus(home, "daemon", "stop")
