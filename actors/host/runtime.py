@@ -50,9 +50,11 @@ class SessionConfig:
     file_access_address: str | None = None
     """A client that serves the session's files (``ReadTextFile``/``WriteTextFile``,
     e.g. an ACP editor); None: tools use the local disk."""
-    terminal_address: str | None = None
+    terminal_address: str | Callable[[], str | None] | None = None
     """A client that runs the shell's commands in terminals it shows (``RunInTerminal``,
-    e.g. an ACP editor with ``terminal/*``); None: the shell runs them here."""
+    e.g. an ACP editor with ``terminal/*``); None: the shell runs them here. A callable
+    names it for each command (None then: this one runs here): the daemon's sessions,
+    whose editors come and go."""
     interactive: bool = False
     max_session_turns: int = -1
     wall_ms: Callable[[], int] | None = None

@@ -72,7 +72,7 @@ class ExecutorActor:
         env: ToolEnv,
         gateway_address: str | None = None,
         file_access_address: str | None = None,
-        terminal_address: str | None = None,
+        terminal_address: str | Callable[[], str | None] | None = None,
     ) -> None:
         self.bus = bus
         self.address = address
@@ -83,7 +83,8 @@ class ExecutorActor:
         self._model_replies: dict[str, trio.MemorySendChannel[ModelReply]] = {}
         self._file_replies: dict[str, trio.MemorySendChannel[FileAccessed]] = {}
         self.terminal_address = terminal_address
-        """The session's terminal client (``RunInTerminal``), if any."""
+        """The session's terminal client (``RunInTerminal``), if any; a callable names
+        it at each call (None: that call's command runs here)."""
         self._terminal_replies: dict[str, trio.MemorySendChannel[TerminalOutput | TerminalExited]] = {}
         self._port: Port | None = None
         self.env = attrs.evolve(env, model_access=self) if gateway_address else env
@@ -166,6 +167,8 @@ class ExecutorActor:
                         env = attrs.evolve(env, approval_mode=run.approval_mode, active_model=run.model)
                     if run.client_initiated:
                         env = attrs.evolve(env, user_call=True)
+                    if env.terminal_access is not None and self._terminal_client() is None:
+                        env = attrs.evolve(env, terminal_access=None)  # no editor serves terminals now
                     result = await _execute(tool, thaw(run.args), env, output, run.call_id)
                     if not isinstance(result, ToolResult):
                         raise TypeError(f"the tool returned {type(result).__name__}, not a ToolResult")
@@ -301,6 +304,10 @@ class ExecutorActor:
         return reply
 
 
+    def _terminal_client(self) -> str | None:
+        where = self.terminal_address
+        return where() if callable(where) else where
+
     async def run_in_terminal(
         self,
         *,
@@ -314,7 +321,10 @@ class ExecutorActor:
         """``TerminalAccess`` for the shell: a ``RunInTerminal`` to the client; on
         cancellation a ``KillTerminal``, and its ``TerminalExited`` awaited (bounded),
         so the command is gone when the call reports it cancelled."""
-        assert self._port is not None and self.terminal_address is not None
+        assert self._port is not None
+        address = self._terminal_client()
+        if address is None:
+            return TerminalRun(error="the editor that runs this session's commands went away")
         request_id = new_id()
         # Unbounded: the actor's loop must never block routing the client's events.
         send, receive = trio.open_memory_channel[TerminalOutput | TerminalExited](float("inf"))
@@ -333,7 +343,7 @@ class ExecutorActor:
                         cwd=cwd,
                         env=dict(env),
                     ),
-                    to=self.terminal_address,
+                    to=address,
                 )
             except DeliveryError:
                 return TerminalRun(error="the session's client is gone")
@@ -353,7 +363,7 @@ class ExecutorActor:
                     try:
                         await self._port.send(
                             KillTerminal(session_id=self.env.session_id, request_id=request_id, reason="tool call cancelled"),
-                            to=self.terminal_address,
+                            to=address,
                         )
                         async for reply in receive:
                             if isinstance(reply, TerminalExited):

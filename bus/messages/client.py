@@ -6,8 +6,11 @@ request carries a ``request_id`` chosen by the client and gets exactly one reply
 it: the request's own reply type, ``RequestDone``, or ``ProtocolError``. Session events
 arrive as envelopes (``{"v", "seq", "session_id", "sender", "to", "msg"}``, the
 recording's line format) after a ``Subscribe``; notices (``ObserverLagged``,
-``CaughtUp``, ``SubscriptionEnded``, ``DaemonStopping``) have no request id. These messages never
-travel on the bus; ``session_id`` is empty where a request names no session.
+``CaughtUp``, ``SubscriptionEnded``, ``DaemonStopping``) have no request id. A client
+that runs a session's shell commands (``CreateSession.terminals``) also gets the
+session's ``RunInTerminal`` and ``KillTerminal`` as they are, and answers with
+``TerminalOutput`` and ``TerminalExited`` frames, which get no reply (one naming no
+command it runs is ``invalid``). The messages defined here never travel on the bus; ``session_id`` is empty where a request names no session.
 """
 
 from __future__ import annotations
@@ -179,6 +182,12 @@ class CreateSession:
     ``http``, ``sse``), which the daemon starts beside those of the settings (a stdio
     one in the workspace, with the daemon's environment and the entry's ``env``); a
     malformed entry is ``invalid``. Kept in memory only, never written anywhere."""
+    terminals: bool = False
+    """This connection runs the session's shell commands in its client's terminals (an
+    editor's ACP ``terminal/*``): the daemon sends it the session's ``RunInTerminal`` and
+    ``KillTerminal`` as events, and it answers with ``TerminalOutput`` and
+    ``TerminalExited`` frames (which get no reply). When it goes, a command it runs
+    ends as failed and the daemon runs the next ones itself."""
 
 
 @shared_methods
@@ -198,6 +207,9 @@ class LoadSession:
     mcp_servers: tuple[JsonValue, ...] = json_tuple()
     """As ``CreateSession.mcp_servers``, for a session this request starts (resumes);
     a running session keeps the servers it has (``SessionReady.resumed`` is false)."""
+    terminals: bool = False
+    """As ``CreateSession.terminals`` (also for a session already running: its next
+    commands run in this connection's client's terminals)."""
 
 
 @shared_methods

@@ -10,7 +10,10 @@ What differs from in-process sessions: the session belongs to the daemon, so it
 outlives this ACP connection (the end of input unsubscribes; other clients keep
 following it) and other clients may answer its approvals first; its tools run in the
 daemon and read and write the daemon's disk (the client's ``fs/*`` serves only the
-permission diffs); ``session/set_model`` is not offered (the daemon has no such
+permission diffs), but when the client offers terminals the session's shell commands run
+in them (``CreateSession.terminals``: the daemon sends this connection ``RunInTerminal``
+and ``KillTerminal``, ``_terminal`` runs them, ``TerminalOutput`` and ``TerminalExited``
+go back); ``session/set_model`` is not offered (the daemon has no such
 request); a mode change waits for the running turn to end (the daemon restarts the
 session's actors for it). The daemon holds the session's MCP servers: their prompts are
 listed from it (``ListMcpServers``), and a prompt's text goes to it as typed (``Prompt``:
@@ -18,7 +21,8 @@ it runs ``/<prompt> args`` and expands ``@`` references, files and MCP resources
 its side; images and embedded context follow as ``attachments``). ``session/load`` replays the recording from the local data
 directory, then follows the session from the next sequence number, gap-free.
 
-Accepts: the daemon's events (``Envelope``, ``SubscriptionEnded``, ``DaemonStopping``).
+Accepts: the daemon's events (``Envelope``, ``SubscriptionEnded``, ``DaemonStopping``,
+``RunInTerminal``, ``KillTerminal``).
 Emits: the daemon's requests; ACP frames through its peer.
 Owns: the daemon connection (``DaemonLink``), one event channel per session.
 Stops: ``DaemonLink`` when the ACP connection ends (or the daemon closes the socket:
@@ -51,13 +55,24 @@ from actors.frontends.acp._session import (
     command_entry,
     replay_of,
 )
+from actors.frontends.acp._terminal import run_in_client_terminal
 from actors.frontends.acp._view import Closed, Configured, Effect, SessionView, Update, zero_quota
 from actors.frontends.daemon.client import DaemonClient, DaemonError, TcpAddress, open_client
 from actors.frontends.daemon.paths import DaemonPaths
+from actors.host.user_calls import SHELL_TOOL
 from actors.recording import RecordingError, load_recording, recording_path
 from actors.tools import ToolEnv, builtin_tools
 from bus import Envelope
-from bus.messages import CompletedCall, DaemonStopping, Prompt, PromptAccepted, SubscriptionEnded
+from bus.messages import (
+    CompletedCall,
+    DaemonStopping,
+    KillTerminal,
+    Prompt,
+    PromptAccepted,
+    RunInTerminal,
+    SubscriptionEnded,
+    TerminalOutput,
+)
 
 _ENDED = object()
 """Put on a session's channel when the daemon connection ends."""
@@ -101,8 +116,14 @@ class DaemonLink:
     def _route(self, event: Any) -> None:
         if isinstance(event, Envelope):
             channel = self._channels.get(event.session_id)
-            if channel is not None:
+            # A command for a terminal (ours or another client's) as the session saw it:
+            # ours also came to us on its own, below.
+            if channel is not None and not isinstance(event.message, RunInTerminal | KillTerminal):
                 channel.send_nowait(event.message)
+        elif isinstance(event, RunInTerminal | KillTerminal):
+            channel = self._channels.get(event.session_id)
+            if channel is not None:
+                channel.send_nowait(event)
         elif isinstance(event, SubscriptionEnded):
             channel = self._channels.get(event.session_id)
             if channel is not None:
@@ -156,10 +177,11 @@ class AttachedSession(AcpSession):
     async def run(self, *, task_status: trio.TaskStatus[Started] = trio.TASK_STATUS_IGNORED) -> None:
         o = self.options
         fake = o.fake_responses or o.fake_responses_non_strict or ""
+        terminals = self.peer.client_caps.terminal  # the daemon's commands run in the editor's terminals
         try:
             if self.load:
                 ready = await self.client.load_session(
-                    self.session_id, fake_responses=fake, mcp_servers=self.mcp_servers
+                    self.session_id, fake_responses=fake, mcp_servers=self.mcp_servers, terminals=terminals
                 )
             else:
                 mode = o.approval_mode or ("yolo" if o.yolo else "")
@@ -169,6 +191,7 @@ class AttachedSession(AcpSession):
                     approval_mode=mode,
                     fake_responses=fake,
                     mcp_servers=self.mcp_servers,
+                    terminals=terminals,
                 )
         except DaemonError as exc:
             raise daemon_error(exc) from None
@@ -241,11 +264,47 @@ class AttachedSession(AcpSession):
         self._closed.set()
 
     async def _pump(self, events: trio.MemoryReceiveChannel[Any]) -> None:
+        terminals: dict[str, trio.CancelScope] = {}
         async for msg in events:
             if msg is _ENDED:
                 break
-            await self._feed(msg)
+            if isinstance(msg, RunInTerminal):
+                assert self._nursery is not None
+                kill = terminals[msg.request_id] = trio.CancelScope()
+                self._nursery.start_soon(self._serve_terminal, msg, kill, terminals)
+            elif isinstance(msg, KillTerminal):
+                killing = terminals.get(msg.request_id)
+                if killing is not None:
+                    killing.cancel(reason=f"KillTerminal: {msg.reason}")
+            else:
+                await self._feed(msg)
         self._closed.set()
+
+    async def _serve_terminal(self, run: RunInTerminal, kill: trio.CancelScope, running: dict[str, Any]) -> None:
+        """A command of the daemon's session in the editor's terminal, as in-process
+        sessions run theirs (``_terminal``); its output and end go back to the daemon."""
+
+        async def shown(terminal_id: str) -> None:
+            assert self.view is not None
+            for effect in self.view.terminal_attached(run.call_id, SHELL_TOOL, terminal_id):
+                await self._apply(effect)
+
+        async def streamed(output: TerminalOutput) -> None:
+            try:
+                await self.client.send(output)
+            except DaemonError:
+                pass  # the daemon is gone: the session ends
+
+        try:
+            done = await run_in_client_terminal(
+                self.peer.request, self.session_id, run, shown=shown, streamed=streamed, kill=kill
+            )
+        finally:
+            running.pop(run.request_id, None)
+        try:
+            await self.client.send(done)
+        except DaemonError:
+            pass
 
     async def _apply(self, effect: Effect) -> None:
         # A mode change restarts the session's actors in the daemon: its SessionClosed

@@ -1,7 +1,10 @@
 """The connection actor: one client socket and its protocol.
 
 Accepts: frames from its client (``_protocol`` admits them), replies to its own
-client-initiated tool batches (``BatchSettled`` in its bus inbox, ``client:<n>``), and the
+client-initiated tool batches (``BatchSettled`` in its bus inbox, ``client:<n>``), the
+shell commands of the sessions whose terminals its client serves (``RunInTerminal``,
+``KillTerminal``: sent on to the client, whose ``TerminalOutput``/``TerminalExited``
+frames go back to the executor; when it goes, its running commands end as failed), and the
 events of the sessions it subscribed to (each through a ``lag`` subscription).
 Emits: to sessions, ``SubmitPrompt``, ``CancelTurn``, ``ApprovalAnswered``,
 ``ScheduleBatch``/``CancelBatch`` (tool calls the user asked for) and ``AddContext`` (a
@@ -74,6 +77,7 @@ from bus.messages import (
     DaemonStopping,
     EndSession,
     Hello,
+    KillTerminal,
     ListMcpServers,
     ListSessions,
     LoadSession,
@@ -84,6 +88,7 @@ from bus.messages import (
     PromptAccepted,
     ProtocolError,
     RequestDone,
+    RunInTerminal,
     ScheduleBatch,
     SessionList,
     SessionReady,
@@ -93,6 +98,8 @@ from bus.messages import (
     Subscribe,
     Subscribed,
     SubscriptionEnded,
+    TerminalExited,
+    TerminalOutput,
     ToolCallRequest,
     ToolCallResult,
     Unsubscribe,
@@ -167,6 +174,9 @@ class ConnectionActor:
         """Pending CallTool request id -> session id."""
         self._shared_calls: set[str] = set()
         """Pending CallTool request ids whose result goes to the conversation too."""
+        self._terminal_runs: dict[str, RunInTerminal] = {}
+        """Shell commands its client runs in its terminals (``CreateSession.terminals``),
+        by request id, until their ``TerminalExited``."""
         self._nursery: trio.Nursery | None = None
         self._writer_done = trio.Event()
         self._stop = trio.Event()
@@ -215,7 +225,9 @@ class ConnectionActor:
                 nursery.cancel_scope.cancel(reason=f"connection {self.address} closed")
                 self._stop.set()
         finally:
+            self.core.stop_serving_terminals(self.address)
             with trio.move_on_after(self.limits.flush_timeout_s, shield=True):
+                await self._end_terminal_runs(port)
                 await self._cancel_tool_calls(port)
             port.close()
             self.stream.socket.close()
@@ -339,10 +351,22 @@ class ConnectionActor:
                         return
 
     async def _inbox(self, port: Port) -> None:
-        """Replies addressed to this connection: its tool batches."""
+        """Messages addressed to this connection: replies to its tool batches, and the
+        shell commands its client runs (``RunInTerminal``, ``KillTerminal``: on to it)."""
         async for env in port:
             msg = env.message
-            if isinstance(msg, BatchSettled) and msg.batch_id in self._tool_calls:
+            if isinstance(msg, RunInTerminal | KillTerminal):
+                if isinstance(msg, RunInTerminal):
+                    self._terminal_runs[msg.request_id] = msg
+                elif msg.request_id not in self._terminal_runs:
+                    continue
+                try:
+                    # A subagent's command runs in its session's terminals: the client
+                    # knows the session it opened, not the subagent's.
+                    await self._send(attrs.evolve(msg, session_id=_root(msg.session_id)))
+                except _Closed:
+                    return
+            elif isinstance(msg, BatchSettled) and msg.batch_id in self._tool_calls:
                 sid = self._tool_calls.pop(msg.batch_id)
                 call = msg.calls[0] if msg.calls else CompletedCall(call_id="", name="", status="cancelled")
                 added = msg.batch_id in self._shared_calls and ran(call) and await self._add_context(port, sid, call)
@@ -367,6 +391,21 @@ class ConnectionActor:
         except DeliveryError:
             return False
         return True
+
+    async def _end_terminal_runs(self, port: Port, session_id: str | None = None) -> None:
+        """The commands its client was running (in ``session_id``; None: all) end as
+        failed: the client can no longer say how they end."""
+        for rid, run in list(self._terminal_runs.items()):
+            if session_id not in (None, _root(run.session_id)):
+                continue
+            del self._terminal_runs[rid]
+            why = "the editor running this command disconnected; it was stopped there"
+            try:
+                await port.send(
+                    TerminalExited(session_id=run.session_id, request_id=rid, error=why), to=run.reply_to
+                )
+            except DeliveryError:
+                pass  # the session is gone too
 
     async def _cancel_tool_calls(self, port: Port) -> None:
         """Tool calls this client asked for die with its connection."""
@@ -446,6 +485,8 @@ class ConnectionActor:
                     mcp_servers=msg.mcp_servers,
                 )
                 self.rules.sessions.add(live.session_id)
+                if msg.terminals:
+                    core.serve_terminals(live.session_id, self.address)
                 await self._send(
                     SessionReady(session_id=live.session_id, request_id=msg.request_id, summary=live.summary())
                 )
@@ -458,6 +499,8 @@ class ConnectionActor:
                     mcp_servers=msg.mcp_servers,
                 )
                 self.rules.sessions.add(live.session_id)
+                if msg.terminals:
+                    core.serve_terminals(live.session_id, self.address)
                 await self._send(
                     SessionReady(
                         session_id=live.session_id, request_id=msg.request_id, summary=live.summary(), resumed=resumed
@@ -474,7 +517,19 @@ class ConnectionActor:
                 await self._nursery.start(self._follow, live, msg)
             case Unsubscribe():
                 self._unfollow(msg.session_id)
+                core.stop_serving_terminals(self.address, msg.session_id)
+                await self._end_terminal_runs(port, msg.session_id)
                 await self._send(RequestDone(request_id=msg.request_id, session_id=msg.session_id))
+            case TerminalOutput() | TerminalExited():
+                run = self._terminal_runs.get(msg.request_id)
+                if run is None or _root(run.session_id) != msg.session_id:
+                    raise RequestError("invalid", f"no command {msg.request_id!r} runs in this client's terminals")
+                if isinstance(msg, TerminalExited):
+                    del self._terminal_runs[msg.request_id]
+                try:
+                    await port.send(attrs.evolve(msg, session_id=run.session_id), to=run.reply_to)
+                except DeliveryError:
+                    pass  # the call ended meanwhile (its session closed)
             case Prompt():
                 live = core.running(msg.session_id)
                 self._refuse_if_stopping(live)
@@ -756,6 +811,11 @@ at most ``SHARED_FRAMES_KEPT`` of them: 1 MiB at worst; larger frames, rare, are
 encoded per connection)."""
 SHARED_FRAMES_KEPT = 64
 """How many recent frames a session with several subscribers keeps."""
+
+
+def _root(session_id: str) -> str:
+    """The session a subagent's session (``<parent>.<agent>-<id>``) belongs to."""
+    return session_id.split(".", 1)[0]
 
 
 def encoded_frame(live: LiveSession, env: Envelope) -> bytes:

@@ -197,6 +197,9 @@ class DaemonCore:
         if self.registry.problem:
             log.warning("session registry unreadable, starting empty: %s", self.registry.problem)
         self.sessions: dict[str, LiveSession] = {}
+        self.terminal_clients: dict[str, list[str]] = {}
+        """Session id -> the connections that run its shell commands in their client's
+        terminals (``CreateSession.terminals``), the latest last: it runs the next one."""
         self._starting: dict[str, trio.Event] = {}
         self._saving_registry = False
         self.stop_requested = trio.Event()
@@ -581,7 +584,28 @@ class DaemonCore:
         )
         if cfg.scrubber is None:  # a later client's keys may join it (``_use_credentials``)
             cfg = attrs.evolve(cfg, scrubber=runtime.session_scrubber(()))
-        return cfg
+        sid = entry.session_id
+        return attrs.evolve(cfg, terminal_address=lambda: self.terminal_client(sid))
+
+    # -- the editors' terminals --------------------------------------------------------------
+    def terminal_client(self, session_id: str) -> str | None:
+        """The connection that runs the session's next shell command (None: the daemon)."""
+        serving = self.terminal_clients.get(session_id)
+        return serving[-1] if serving else None
+
+    def serve_terminals(self, session_id: str, connection: str) -> None:
+        serving = self.terminal_clients.setdefault(session_id, [])
+        if connection in serving:
+            serving.remove(connection)
+        serving.append(connection)
+
+    def stop_serving_terminals(self, connection: str, session_id: str | None = None) -> None:
+        """``connection`` runs no more commands (of ``session_id``; None: of any session)."""
+        for sid, serving in list(self.terminal_clients.items()):
+            if connection in serving and session_id in (None, sid):
+                serving.remove(connection)
+            if not serving:
+                del self.terminal_clients[sid]
 
     def _use_credentials(self, live: LiveSession, auth_env: Mapping[str, str]) -> None:
         """A client loads a running session with its credentials: when they make a

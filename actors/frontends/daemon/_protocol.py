@@ -44,6 +44,8 @@ from bus.messages import (
     SetMode,
     StopDaemon,
     Subscribe,
+    TerminalExited,
+    TerminalOutput,
     Unsubscribe,
 )
 from bus.session_ids import session_id_problem
@@ -70,9 +72,15 @@ REQUESTS = (
     ListMcpServers,
     DaemonStatus,
     StopDaemon,
+    TerminalOutput,
+    TerminalExited,
 )
+ANSWERS = (TerminalOutput, TerminalExited)
+"""Frames that answer the daemon's ``RunInTerminal`` (``CreateSession.terminals``): no reply."""
 OPENS_SESSION = (CreateSession, LoadSession, Subscribe)
-NEEDS_SESSION = (EndSession, Unsubscribe, Prompt, Cancel, Answer, SetMode, CallTool, ListMcpServers)
+NEEDS_SESSION = (
+    EndSession, Unsubscribe, Prompt, Cancel, Answer, SetMode, CallTool, ListMcpServers, TerminalOutput, TerminalExited
+)
 APPROVAL_MODES: tuple[str, ...] = get_args(ApprovalMode)
 OUTCOMES: tuple[str, ...] = get_args(ApprovalOutcome)
 

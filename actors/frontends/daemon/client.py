@@ -271,11 +271,13 @@ class DaemonClient:
         fake_chunk_delay_ms: int = 0,
         auth_env: Mapping[str, str] | None = None,
         mcp_servers: Sequence[Any] = (),
+        terminals: bool = False,
     ) -> SessionReady:
         """``auth_env``: the credentials the session's model requests use (default:
         this process's auth environment, ``actors.gateway.AUTH_ENV``); ``mcp_servers``:
         the client's own MCP servers (ACP ``mcpServers`` entries) the daemon starts for
-        the session."""
+        the session; ``terminals``: this connection runs the session's shell commands
+        (``RunInTerminal`` events, answered with ``send``)."""
         msg = CreateSession(
             request_id=new_id(),
             workspace=workspace,
@@ -286,6 +288,7 @@ class DaemonClient:
             fake_chunk_delay_ms=fake_chunk_delay_ms,
             auth_env=auth_environment(auth_env),
             mcp_servers=tuple(mcp_servers),
+            terminals=terminals,
         )
         return _expect(await self.request(msg), SessionReady)
 
@@ -297,6 +300,7 @@ class DaemonClient:
         fake_chunk_delay_ms: int = 0,
         auth_env: Mapping[str, str] | None = None,
         mcp_servers: Sequence[Any] = (),
+        terminals: bool = False,
     ) -> SessionReady:
         """``auth_env`` and ``mcp_servers`` as for ``create_session`` (the servers only
         for a session this starts: a running one keeps its own)."""
@@ -307,6 +311,7 @@ class DaemonClient:
             fake_chunk_delay_ms=fake_chunk_delay_ms,
             auth_env=auth_environment(auth_env),
             mcp_servers=tuple(mcp_servers),
+            terminals=terminals,
         )
         return _expect(await self.request(msg), SessionReady)
 
