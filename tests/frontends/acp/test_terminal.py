@@ -78,6 +78,7 @@ async def test_cancel_kills_and_releases_the_editors_terminal(tmp_path: Path, ws
         methods = terminal_methods(client)
         assert methods[-2:] == ["terminal/kill", "terminal/release"]
         assert client.terminals is not None and client.terminals.released == {"term-1"}
+        await client.terminals.done["term-1"].wait()  # the killed process reaped
         last = call_updates(client, sid)[-1]
         assert last["status"] == "failed" and last["content"][0] == {"type": "terminal", "terminalId": "term-1"}
         # The agent stopped waiting for the exit: it withdrew that request.
