@@ -296,6 +296,14 @@ def _detach(
     if answer.startswith(b"running"):
         words = answer.split()
         who = words[1].decode() if len(words) > 1 else "?"
+        asked = [name for name, given in (("--listen-tcp", tcp is not None), ("--cluster", cluster is not None), ("--data-dir", data_dir is not None)) if given]
+        if asked:
+            # The running daemon keeps the options it was started with.
+            sys.stderr.write(
+                f"agentbus daemon: already running (pid {who}) on {paths.socket}; {', '.join(asked)} not applied"
+                " (agentbus daemon stop, then start it with them)\n"
+            )
+            return 1
         sys.stderr.write(f"agentbus daemon: already running (pid {who}) on {paths.socket}\n")
         return 0
     with contextlib.suppress(OSError):
