@@ -394,7 +394,16 @@ class ConnectionActor:
 
     async def _end_terminal_runs(self, port: Port, session_id: str | None = None) -> None:
         """The commands its client was running (in ``session_id``; None: all) end as
-        failed: the client can no longer say how they end."""
+        failed: the client can no longer say how they end. When the connection ends
+        (``session_id`` None), commands still waiting in its inbox, never sent on, too."""
+        if session_id is None:
+            while True:
+                try:
+                    env = port.inbox.receive_nowait()
+                except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                    break
+                if isinstance(env.message, RunInTerminal):
+                    self._terminal_runs[env.message.request_id] = env.message
         for rid, run in list(self._terminal_runs.items()):
             if session_id not in (None, _root(run.session_id)):
                 continue
