@@ -215,7 +215,10 @@ class Renderer:
                 return self._tool_update(msg, now)
             case BatchSettled():
                 self.attempt_text = ""
-                return "".join(self.todos(thaw(c.result_display)) for c in msg.calls if c.status == "success")
+                out = "".join(self.todos(thaw(c.result_display)) for c in msg.calls if c.status == "success")
+                if self.history:  # a user's own calls: their output came only to the caller
+                    out += "".join(self.tool_result(c) for c in msg.calls if (k := self.calls.get(c.call_id)) is not None and k.user)
+                return out
             case ToolOutputStreamed():
                 call = self.calls.get(msg.call_id)
                 if call is not None:

@@ -88,3 +88,22 @@ def test_latest_and_n_name_the_sessions_list_sessions_numbers(home: Path) -> Non
             assert "*  1. hi" in resumed.stdout and "   - (no prompt yet)" in resumed.stdout, resumed.stdout
     finally:
         agentbus(home, "daemon", "stop")
+
+
+def test_resume_shows_the_output_of_the_users_own_tool_calls(home: Path) -> None:
+    """``/tool`` and ``!command`` output reached only the chat that ran them; attaching
+    later, the history shows it with the call (it showed the status line only)."""
+    (home / "ws" / "notes.txt").write_text("first line\nsecond line\n")
+    fake = write_responses(home / "f.responses", text_response("Hello."))
+    try:
+        ran = piped_chat(
+            home, "--fake-responses", str(fake), "-m", "gemini-2.5-flash",
+            typed='hi\n/tool read_file {"file_path": "notes.txt"}\n',
+        )  # fmt: skip
+        assert ran.returncode == 0 and "second line" in ran.stdout, ran.stdout + ran.stderr
+        resumed = piped_chat(home, "--resume", "latest", typed="")
+        assert resumed.returncode == 0, resumed.stderr
+        assert "✓ read_file notes.txt success\n" in resumed.stdout, resumed.stdout
+        assert "  first line\n  second line\n" in resumed.stdout, resumed.stdout
+    finally:
+        agentbus(home, "daemon", "stop")
