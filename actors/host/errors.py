@@ -126,6 +126,7 @@ def exit_status(exc: BaseException, prog: str, stderr: TextIO) -> int | None:
 DAEMON_EXIT_CODES = {
     "auth_required": FatalAuthenticationError.exit_code,  # as a headless run without credentials
     "unknown_session": FatalInputError.exit_code,  # as headless's --resume of no such session
+    "in_use": FatalInputError.exit_code,  # as headless's --resume of a session another run holds
 }
 """A daemon refusal that ends a client: the exit code a headless run has for the same
 cause (any other: 1)."""

@@ -141,6 +141,7 @@ ProtocolErrorCode: TypeAlias = Literal[
     "unknown_session",
     "not_yours",
     "busy",
+    "in_use",
     "invalid",
     "too_many_errors",
     "auth_required",

@@ -130,7 +130,7 @@ async def test_the_daemon_refuses_a_session_held_elsewhere_and_one_whose_recordi
             async with running_daemon(home), client_of(home) as client:
                 with pytest.raises(DaemonError, match="in use by another agentbus process") as busy:
                     await client.load_session(sid)
-                assert busy.value.code == "busy"
+                assert busy.value.code == "in_use"
         finally:
             claim.close()
         path.unlink()

@@ -523,7 +523,7 @@ class DaemonCore:
         writes it first): none, or an empty one, means it was deleted, and an empty
         history would pass for the session's."""
         if in_use := session_in_use(path):
-            raise RequestError("busy", f"cannot resume: {in_use}")
+            raise RequestError("in_use", f"cannot resume: {in_use}")
         try:
             read_meta(path)
         except RecordingError as exc:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from actors.host.errors import FatalAuthenticationError, FatalConfigError, FatalInputError
+from actors.recording import SessionClaim
 from tests.frontends.daemon._helpers import text_response, write_responses
 from tests.frontends.daemon._procs import agentbus, piped_chat
 
@@ -64,6 +65,23 @@ def test_resume_of_no_such_session_exits_42_as_headless(home: Path) -> None:
     assert by_number.stderr == "agentbus chat: no session number 99\n"
     assert by_id.returncode == 42, by_id.stderr
     assert by_id.stderr.startswith("agentbus chat: ") and len(by_id.stderr.splitlines()) == 1
+
+
+def test_resume_of_a_session_another_run_holds_exits_42_as_headless(home: Path) -> None:
+    fake = write_responses(home / "f.responses", text_response("Hello."))
+    try:
+        assert _chat(home, "--fake-responses", str(fake)).returncode == 0
+        agentbus(home, "daemon", "stop")
+        [path] = (home / "data" / "sessions").glob("*.jsonl")
+        claim = SessionClaim(path)  # a headless run resuming it meanwhile
+        try:
+            held = _chat(home, "--resume", "latest", "--fake-responses", str(fake))
+        finally:
+            claim.close()
+    finally:
+        agentbus(home, "daemon", "stop")
+    assert held.returncode == FatalInputError.exit_code, held.stderr
+    assert "in use by another agentbus process" in held.stderr and len(held.stderr.splitlines()) == 1, held.stderr
 
 
 def test_chat_help_lists_its_exit_codes() -> None:
