@@ -226,9 +226,15 @@ class ChatApp:
             self.prompt_commands = [f"/{p.command}" for s in servers for p in s.prompts]
         except DaemonError:
             self.prompt_commands = []
-        # From the start: the conversation so far is shown (as history, up to the live
-        # point the ``Subscribed`` event gives); an approval still waiting is asked.
-        subscribed = await self.client.subscribe(self.session_id, from_seq=1)
+        # From the start: the conversation so far is shown (as history, until the daemon's
+        # ``CaughtUp``); an approval still waiting is asked.
+        try:
+            subscribed = await self.client.subscribe(self.session_id, from_seq=1)
+        except DaemonError:
+            # No history comes: what is typed next is not held back waiting for it.
+            self.render.catching_up = False
+            self.caught_up.set()
+            raise
         # (They may have been shown already: they follow the reply at once.)
         self.unseen_questions = set(subscribed.pending_approvals) - self.questions
         if self.unseen_questions:

@@ -166,6 +166,7 @@ class Renderer:
             case ObserverLagged():
                 return self._line(self.style("(fell behind; caught up from the recording)", "dim"))
             case SubscriptionEnded():
+                self.pending.clear()  # nobody can answer them through this subscription
                 return self._line(self.style(f"(session {event.session_id[:8]} ended: {event.reason})", "yellow"))
             case DaemonStopping():
                 return self._line(self.style(f"(the daemon is stopping: {event.reason})", "yellow"))
@@ -275,6 +276,7 @@ class Renderer:
                     return ""
                 return self._line(self.style("(another client added a tool result to the conversation)", "dim"))
             case SessionClosed():
+                self.pending.clear()
                 return self._line(self.style(f"(session closed: {msg.reason})", "yellow"))
             case SubagentActivity():
                 return self.subagent(msg)

@@ -8,8 +8,8 @@
   call runs, the virtual clock runs at real speed and does not jump (a subprocess wait
   is not idleness); otherwise it jumps as usual.
   Its confirmation details (what an approval shows: a diff, the whole command) are
-  the ones recorded in ``ApprovalRequested`` for the same call, not made again from
-  a workspace the replay does not have.
+  made by the real tool on the replay's copy of the workspace; a ``RecordedTool``'s
+  are the ones recorded in ``ApprovalRequested`` for the same call.
 - ``RecordedPolicy`` answers the scheduler's policy checks with the decisions the
   recording shows, in the order the scheduler asked them.
 """

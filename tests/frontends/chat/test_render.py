@@ -12,7 +12,9 @@ from bus.messages import (
     CompletedCall,
     Message,
     PromptQueued,
+    SessionClosed,
     SubmitPrompt,
+    SubscriptionEnded,
     TextStreamed,
     ToolCallRequested,
     ToolCallUpdated,
@@ -208,3 +210,20 @@ def test_live_events_after_the_history_are_shown_as_before() -> None:
     )
     # Another client's prompt as it comes; the history's own when its turn starts.
     assert out == "» from elsewhere\n> hi\n"
+
+
+def test_questions_end_with_the_subscription_or_the_session() -> None:
+    """Nobody can answer through a subscription that ended (or a closed session): the
+    questions go (an answer typed meanwhile waited for them to settle, for good)."""
+    for end in (SubscriptionEnded(session_id=S, reason="closed"), SessionClosed(session_id=S, reason="closed")):
+        r = Renderer(colour=False, me="client:1")
+        show(
+            r,
+            ApprovalRequested(
+                session_id=S, batch_id="b", call_id="c", correlation_id="k", name="write_file",
+                args={"file_path": "n.txt"}, details={"type": "edit", "title": "WriteFile"},
+            ),
+        )  # fmt: skip
+        assert r.pending
+        r.on(end) if isinstance(end, SubscriptionEnded) else show(r, end)
+        assert not r.pending
