@@ -37,6 +37,8 @@ POLL_S = 0.5
 """How often the output is asked for while the command runs."""
 GRACE_S = 2.0
 """Bound on the clean-up requests (kill, last output, release) after a cancel."""
+CREATE_TIMEOUT_S = 30.0
+"""How long ``terminal/create`` is waited for, a kill or cancel notwithstanding."""
 
 Request = Callable[[str, Any], Awaitable[Any]]
 
@@ -71,10 +73,17 @@ async def run_in_client_terminal(
     failure: str | None = None
     try:
         with kill:
-            try:
-                created = await request("terminal/create", params)
-            except RpcError as exc:
-                return exited(error=f"The editor could not run the command: {exc.message}")
+            # Shielded (bounded): a kill or cancel meanwhile would abandon a terminal the
+            # editor may have started, its id never learned, so never killed or released;
+            # the kill takes effect once the id is known.
+            created: Any = None
+            with trio.move_on_after(CREATE_TIMEOUT_S, shield=True) as creating:
+                try:
+                    created = await request("terminal/create", params)
+                except RpcError as exc:
+                    return exited(error=f"The editor could not run the command: {exc.message}")
+            if creating.cancelled_caught:
+                return exited(error=f"The editor did not answer terminal/create within {CREATE_TIMEOUT_S:g} s")
             found = created.get("terminalId") if isinstance(created, dict) else None
             if not isinstance(found, str) or not found:
                 return exited(error=f"The editor answered terminal/create without a terminalId: {created!r}")
