@@ -80,17 +80,23 @@ class NatsServer:
     async def _drain(self, process: trio.Process, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         assert process.stderr is not None
         started = False
-        while True:
-            data = await process.stderr.receive_some(65536)
-            if not data:
-                break
-            self.log += data
-            self._seen.set()
-            self._seen = trio.Event()
-            if not started and READY in self.log:
-                started = True
-                task_status.started()
-        await process.wait()
+        try:
+            while True:
+                data = await process.stderr.receive_some(65536)
+                if not data:
+                    break
+                self.log += data
+                self._seen.set()
+                self._seen = trio.Event()
+                if not started and READY in self.log:
+                    started = True
+                    task_status.started()
+            await process.wait()
+        finally:
+            # Its nursery ends (a test over, a start that failed part-way): no server
+            # outlives it.
+            if process.returncode is None:
+                os.killpg(process.pid, signal.SIGKILL)
         if not started:
             raise ClusterError(f"nats-server {self.name} exited ({process.returncode}): {self.log[-2000:].decode(errors='replace')}")
 
