@@ -12,7 +12,8 @@ from actors.cluster.errors import ClusterError
 from actors.cluster.servers import NatsServer, nats_server_binary, start_cluster
 
 
-def _binary_or_skip() -> None:
+def binary_or_skip() -> None:
+    """Skip, saying how to install it, where no nats-server can be found."""
     try:
         nats_server_binary()
     except ClusterError as exc:
@@ -21,7 +22,7 @@ def _binary_or_skip() -> None:
 
 @pytest.fixture
 async def nats_server(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[NatsServer]:
-    _binary_or_skip()
+    binary_or_skip()
     server = NatsServer(name="solo", store=tmp_path / "nats")
     await server.start(nursery)
     yield server
@@ -30,7 +31,7 @@ async def nats_server(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[Na
 
 @pytest.fixture
 async def nats_cluster(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[list[NatsServer]]:
-    _binary_or_skip()
+    binary_or_skip()
     servers = await start_cluster(nursery, tmp_path / "cluster", 3)
     yield servers
     for server in servers:

@@ -13,6 +13,7 @@ from actors.cluster._nats import Credentials, open_link
 from actors.cluster.errors import ClusterError, Unauthorized, Unreachable
 from actors.cluster.journal import subject_of
 from actors.cluster.servers import NatsServer, free_port
+from tests.cluster.conftest import binary_or_skip
 
 
 def meta(node: str) -> bytes:
@@ -99,13 +100,8 @@ async def test_a_url_that_does_not_answer_and_wrong_credentials_are_clear_errors
     with pytest.raises(Unreachable, match="127.0.0.1"):
         async with open_link(url):
             pass
+    binary_or_skip()
     guarded = NatsServer(name="guarded", store=tmp_path / "g", extra=("--user", "ann", "--pass", "s3cret"))
-    try:
-        from actors.cluster.servers import nats_server_binary
-
-        nats_server_binary()
-    except ClusterError as exc:
-        pytest.skip(str(exc))
     await guarded.start(nursery)
     with pytest.raises(Unauthorized, match="refused the credentials"):
         async with open_link(guarded.url, Credentials(user="ann", password="wrong")):

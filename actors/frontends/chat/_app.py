@@ -367,7 +367,11 @@ class ChatApp:
     async def _until_idle_or_asked(self, *, ours_only: bool = False) -> None:
         """Until nothing runs (``ours_only``: nothing this chat started), or a question
         waits for an answer."""
-        while not (self.render.pending or (not self.my_prompts and not self.tool_calls if ours_only else self._is_idle())):
+        def settled() -> bool:
+            ours_done = not self.my_prompts and not self.tool_calls
+            return bool(self.render.pending) or (ours_done if ours_only else self._is_idle())
+
+        while not settled():
             shown = self.rendered
             await shown.wait()
 
