@@ -107,3 +107,22 @@ def test_resume_shows_the_output_of_the_users_own_tool_calls(home: Path) -> None
         assert "  first line\n  second line\n" in resumed.stdout, resumed.stdout
     finally:
         agentbus(home, "daemon", "stop")
+
+
+async def test_resume_prints_a_live_model_conversation(home: Path) -> None:
+    """The live backend (the real google-genai SDK over HTTP to the fake Gemini server):
+    a chat's turns, then a resumed chat shows them."""
+    from tests.fakes.gemini_server import FakeGeminiServer
+    from tests.frontends.daemon.test_live_model import answers, creds, live_daemon
+
+    server = FakeGeminiServer(answers("Hello from the live model.", "A second answer."))
+    with trio.fail_after(60):
+        async with live_daemon(home, server):
+            env = creds(server, "key-one-0123456789")
+            first = await trio.to_thread.run_sync(
+                lambda: piped_chat(home, "-m", "gemini-2.5-flash", typed="hi\nagain\n", extra_env=env)
+            )
+            assert first.returncode == 0, first.stderr
+            resumed = await trio.to_thread.run_sync(lambda: piped_chat(home, "--resume", "latest", typed="", extra_env=env))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "> hi\nHello from the live model.\n> again\nA second answer.\n" in resumed.stdout, resumed.stdout

@@ -42,9 +42,9 @@ def agentbus(
     )
 
 
-def piped_chat(home: Path, *args: str, typed: str = "hi\n") -> subprocess.CompletedProcess[str]:
+def piped_chat(home: Path, *args: str, typed: str = "hi\n", extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``agentbus chat ARGS`` with ``typed`` piped in (no terminal): what it did."""
-    return agentbus(home, "chat", *args, stdin=typed, env={**env_for(home), "TERM": "xterm"})
+    return agentbus(home, "chat", *args, stdin=typed, env={**env_for(home), "TERM": "xterm", **(extra_env or {})})
 
 
 def ends_within(pid: int, timeout_s: float) -> bool:
