@@ -69,6 +69,37 @@ class StoredMessage:
     headers: dict[str, str]
 
 
+@attrs.frozen
+class CoreMessage:
+    """A message of core NATS (no stream): what ``Inbox.receive`` gives."""
+
+    subject: str
+    data: bytes
+    reply: str = ""
+    headers: dict[str, str] = attrs.field(factory=dict)
+
+
+class Inbox:
+    """A subscription to a subject (core NATS: what arrives while it is open)."""
+
+    def __init__(self, link: NatsLink, sub: Any, subject: str) -> None:
+        self._link = link
+        self._sub = sub
+        self.subject = subject
+
+    async def receive(self) -> CoreMessage:
+        """The next message; ``Unreachable`` once the connection is closed."""
+        msg = await self._link._call(f"receiving on {self.subject}", self._sub.next_msg, timeout=None)
+        return CoreMessage(str(msg.subject), bytes(msg.data or b""), str(msg.reply or ""), dict(msg.headers or {}))
+
+    async def close(self) -> None:
+        with trio.CancelScope(shield=True), trio.move_on_after(2):
+            try:
+                await self._link._call(f"unsubscribing from {self.subject}", self._sub.unsubscribe)
+            except ClusterError:
+                pass  # the connection is gone: so is the subscription
+
+
 class NatsLink:
     """One connection to a NATS server, usable from trio."""
 
@@ -91,6 +122,30 @@ class NatsLink:
             raise
         except Exception as exc:
             raise translate(exc, what, self.url) from exc
+
+    # -- core NATS --------------------------------------------------------------------------------
+    async def publish(self, subject: str, data: bytes, *, headers: dict[str, str] | None = None) -> None:
+        if len(data) > self.max_payload:
+            raise TooLarge(f"a message of {len(data)} bytes is over the server's limit ({self.max_payload} bytes)")
+        await self._call(f"publishing on {subject}", self._nc.publish, subject, data, headers=headers or None)
+
+    async def request(self, subject: str, data: bytes, *, wait_s: float = REQUEST_TIMEOUT_S) -> bytes:
+        """``data`` to whoever answers on ``subject``; the answer. Nobody subscribed:
+        ``Unreachable``; no answer in ``wait_s`` (NATS's own timer): ``NoQuorum``."""
+        try:
+            msg = await self._call(f"asking {subject}", self._nc.request, subject, data, timeout=wait_s)
+        except NoQuorum as exc:
+            if isinstance(exc.__cause__, nats_errors.NoRespondersError):
+                raise Unreachable(f"nobody answers on {subject}") from None
+            raise
+        return bytes(msg.data or b"")
+
+    async def subscribe(self, subject: str, *, queue: str = "") -> Inbox:
+        sub = await self._call(f"subscribing to {subject}", self._nc.subscribe, subject, queue=queue)
+        return Inbox(self, sub, subject)
+
+    async def flush(self) -> None:
+        await self._call("flushing", self._nc.flush, timeout=REQUEST_TIMEOUT_S)
 
     # -- streams --------------------------------------------------------------------------------
     async def ensure_stream(self, name: str, subjects: list[str], *, replicas: int = 1) -> None:
@@ -165,6 +220,27 @@ class Bucket:
             return None
         return bytes(entry.value or b""), int(entry.revision)
 
+    async def put(self, key: str, value: bytes) -> int:
+        return int(await self._link._call(f"writing {self.name}/{key}", self._kv.put, key, value))
+
+    async def items(self) -> dict[str, tuple[bytes, int]]:
+        """Every key with its value and revision (deleted and expired ones left out),
+        read in one pass (a watcher over the bucket's last values)."""
+
+        async def collect() -> dict[str, tuple[bytes, int]]:
+            watcher = await self._kv.watchall(ignore_deletes=True)
+            out: dict[str, tuple[bytes, int]] = {}
+            try:
+                async for entry in watcher:
+                    if entry is None:
+                        break
+                    out[str(entry.key)] = (bytes(entry.value or b""), int(entry.revision))
+            finally:
+                await watcher.stop()
+            return out
+
+        return await self._link._call(f"listing {self.name}", collect)
+
     async def create(self, key: str, value: bytes) -> int:
         """Write ``key`` if nobody holds it; its revision. Held: ``Taken``."""
         try:
@@ -205,7 +281,7 @@ def translate(exc: BaseException, what: str, url: str) -> ClusterError:
     """A NATS error as a ``ClusterError`` saying what failed and why."""
     if isinstance(exc, js_errors.KeyWrongLastSequenceError):
         return _WrongRevision(str(exc))
-    if isinstance(exc, js_errors.KeyNotFoundError | js_errors.KeyDeletedError | js_errors.NotFoundError):
+    if isinstance(exc, js_errors.KeyNotFoundError | js_errors.KeyDeletedError | js_errors.NotFoundError | js_errors.NoKeysError):
         return _NotFound(str(exc))
     if isinstance(exc, js_errors.APIError):
         if exc.err_code in WRONG_LAST_SEQUENCE:

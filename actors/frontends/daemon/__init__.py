@@ -129,6 +129,14 @@ def _parser() -> argparse.ArgumentParser:
         help="with --cluster: replicas of the user's stream and lease bucket when this node creates them "
         "(default 1; 3 on a cluster of three servers keeps them through the loss of one)",
     )
+    p.add_argument(
+        "--cluster-serve",
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="with --cluster: run the sessions of workspaces under DIR (repeatable; default: every workspace). "
+        "Sessions of other workspaces are placed on nodes that serve them",
+    )
     return p
 
 
@@ -151,15 +159,20 @@ def main(argv: Sequence[str]) -> int:
         sys.stderr.write(f"agentbus daemon: {exc}\n")
         return 2
     cluster = None
-    if fields is None and args.cluster_replicas != 1:
-        sys.stderr.write("agentbus daemon: --cluster-replicas goes with --cluster\n")
+    if fields is None and (args.cluster_replicas != 1 or args.cluster_serve):
+        sys.stderr.write("agentbus daemon: --cluster-replicas and --cluster-serve go with --cluster\n")
         return 2
     if fields is not None:
         if not 1 <= args.cluster_replicas <= 5:
             sys.stderr.write("agentbus daemon: --cluster-replicas is 1 to 5 (JetStream's limit)\n")
             return 2
         try:
-            cluster = ClusterConfig(url=args.cluster, credentials=credentials(fields), replicas=args.cluster_replicas)
+            cluster = ClusterConfig(
+                url=args.cluster,
+                credentials=credentials(fields),
+                replicas=args.cluster_replicas,
+                serves=None if not args.cluster_serve else tuple(str(Path(d).expanduser().resolve()) for d in args.cluster_serve),
+            )
         except ImportError as exc:
             sys.stderr.write(f"agentbus daemon: --cluster needs nats-py: pip install 'agentbus[cluster]' ({exc})\n")
             return 1

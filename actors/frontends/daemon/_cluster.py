@@ -74,6 +74,15 @@ class ClusterConfig:
     replicas: int = 1
     """Of the user's stream and lease bucket when the node creates them (a cluster of
     three servers: 3 keeps them through the loss of one)."""
+    serves: tuple[str, ...] | None = None
+    """The workspace roots whose sessions this node runs (absolute paths); None: every
+    workspace; empty: none (a front that places every session on other nodes)."""
+
+    def serves_workspace(self, workspace: str) -> bool:
+        if self.serves is None:
+            return True
+        path = Path(workspace)
+        return any(path == Path(root) or Path(root) in path.parents for root in self.serves)
 
 
 def lease_bucket(user: str) -> str:
