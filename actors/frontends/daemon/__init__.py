@@ -26,6 +26,10 @@ See ``_tcp``.
                                join a cluster on NATS JetStream as a node: each session
                                it runs is held by a lease and its recording mirrored
                                into the cluster's stream (``_cluster``, docs/cluster.md)
+
+    agentbus daemon --workers N
+                               an embedded nats-server and N node processes on this
+                               machine behind the usual socket (``_workers``)
 """
 
 from __future__ import annotations
@@ -137,6 +141,13 @@ def _parser() -> argparse.ArgumentParser:
         help="with --cluster: run the sessions of workspaces under DIR (repeatable; default: every workspace). "
         "Sessions of other workspaces are placed on nodes that serve them",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="use this machine's cores: an embedded nats-server and N daemon processes as a cluster, "
+        "behind the usual socket (needs agentbus[cluster]; not with --cluster)",
+    )
     return p
 
 
@@ -147,6 +158,21 @@ def main(argv: Sequence[str]) -> int:
         return _status(paths)
     if args.action == "stop":
         return _stop(paths)
+    workers = args.workers or 0
+    if args.workers is not None:
+        from actors.frontends.daemon._workers import MAX_WORKERS, WorkersStartError, check_installed
+
+        if args.cluster:
+            sys.stderr.write("agentbus daemon: --workers runs its own cluster on this machine; it does not go with --cluster\n")
+            return 2
+        if not 1 <= args.workers <= MAX_WORKERS:
+            sys.stderr.write(f"agentbus daemon: --workers is 1 to {MAX_WORKERS}\n")
+            return 2
+        try:
+            check_installed()
+        except WorkersStartError as exc:
+            sys.stderr.write(f"agentbus daemon: {exc}\n")
+            return 1
     limits = Limits(stall_timeout_s=args.stall_timeout)
     try:
         tcp = _tcp_listen(args)
@@ -178,8 +204,12 @@ def main(argv: Sequence[str]) -> int:
             return 1
     data_dir = Path(args.data_dir).resolve() if args.data_dir else None
     if args.detach:
-        return _detach(paths, limits, tcp, data_dir=data_dir, cluster=cluster)
-    return run_foreground(paths, limits, tcp=tcp, data_dir=data_dir, cluster=cluster)
+        return _detach(paths, limits, tcp, data_dir=data_dir, cluster=cluster, workers=workers)
+    from actors.frontends.daemon._workers import inherited_ready_fd
+
+    return run_foreground(
+        paths, limits, inherited_ready_fd(), tcp=tcp, data_dir=data_dir, cluster=cluster, workers=workers
+    )
 
 
 def _tcp_listen(args: argparse.Namespace) -> TcpListen | None:
@@ -219,6 +249,7 @@ def run_foreground(
     tcp: TcpListen | None = None,
     data_dir: Path | None = None,
     cluster: ClusterConfig | None = None,
+    workers: int = 0,
 ) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s agentbus daemon: %(message)s", stream=sys.stderr)
     tune_collector()
@@ -230,15 +261,22 @@ def run_foreground(
 
     async def run() -> None:
         async with trio.open_nursery() as nursery:
-            await nursery.start(serve, config)
+            if workers:
+                from actors.frontends.daemon._workers import serve_with_workers
+
+                await nursery.start(serve_with_workers, config, workers)
+            else:
+                await nursery.start(serve, config)
             if ready_fd is not None:
                 os.write(ready_fd, b"ready\n")
                 os.close(ready_fd)
 
+    from actors.frontends.daemon._workers import WorkersStartError
+
     try:
         trio.run(run)
-    except (DaemonRunningError, DaemonPathError, TcpConfigError, ClusterStartError, BaseExceptionGroup) as exc:
-        refused = _first(exc, (DaemonRunningError, DaemonPathError, TcpConfigError, ClusterStartError))
+    except (DaemonRunningError, DaemonPathError, TcpConfigError, ClusterStartError, WorkersStartError, BaseExceptionGroup) as exc:
+        refused = _first(exc, (DaemonRunningError, DaemonPathError, TcpConfigError, ClusterStartError, WorkersStartError))
         if refused is None:
             raise
         if isinstance(refused, DaemonRunningError):
@@ -272,6 +310,7 @@ def _detach(
     *,
     data_dir: Path | None = None,
     cluster: ClusterConfig | None = None,
+    workers: int = 0,
 ) -> int:
     """Fork a daemon into its own session; report once it is ready (or why not)."""
     from actors.frontends.daemon.paths import prepare_runtime_dir
@@ -296,7 +335,9 @@ def _detach(
         os.close(log_fd)
         code = 1
         try:
-            code = run_foreground(paths, limits, ready_fd=write_end, tcp=tcp, data_dir=data_dir, cluster=cluster)
+            code = run_foreground(
+                paths, limits, ready_fd=write_end, tcp=tcp, data_dir=data_dir, cluster=cluster, workers=workers
+            )
         finally:
             os._exit(code)
     os.close(write_end)
@@ -309,7 +350,7 @@ def _detach(
     if answer.startswith(b"running"):
         words = answer.split()
         who = words[1].decode() if len(words) > 1 else "?"
-        asked = [name for name, given in (("--listen-tcp", tcp is not None), ("--cluster", cluster is not None), ("--data-dir", data_dir is not None)) if given]
+        asked = [name for name, given in (("--listen-tcp", tcp is not None), ("--cluster", cluster is not None), ("--data-dir", data_dir is not None), ("--workers", workers > 0)) if given]
         if asked:
             # The running daemon keeps the options it was started with.
             sys.stderr.write(
@@ -345,6 +386,9 @@ def _status(paths: DaemonPaths) -> int:
         print(f"connections: {len(info.connections)}")
         for c in info.connections:
             print(f"  {c.address}  {c.client or '-'}  sessions={len(c.sessions)} queued={c.queued_frames} lagged={c.lagged}")
+        from actors.frontends.daemon._workers import print_workers
+
+        print_workers(paths, info.pid)
         return 0
 
     return trio.run(ask)
@@ -369,8 +413,12 @@ def _stop(paths: DaemonPaths) -> int:
             return 0
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_WAIT_S
-    while lock_is_held(paths):
+    from actors.frontends.daemon._workers import STOP_WAIT_S as WORKERS_STOP_S
+    from actors.frontends.daemon._workers import front_busy
+
+    # A front with workers lets go of its lock, then stops its workers and nats-server.
+    deadline = time.monotonic() + STOP_WAIT_S + (WORKERS_STOP_S if front_busy(paths) else 0)
+    while lock_is_held(paths) or front_busy(paths):
         if time.monotonic() > deadline:
             sys.stderr.write("agentbus daemon: still running after the stop request\n")
             return 1
