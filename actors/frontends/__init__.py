@@ -21,6 +21,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # its later passes.
         gc.disable()
         _collecting_after_imports = True
+    if argv is None:
+        reuse_compiled_methods()
     try:
         return _dispatch(args)
     except BaseException as exc:
@@ -111,6 +113,14 @@ def _dispatch(args: list[str]) -> int:
 
         return session_command(parsed)
     return run_headless(parsed, settings)
+
+
+def reuse_compiled_methods() -> bool:
+    """A process of its own: attrs' generated methods come compiled by earlier runs, from
+    a cache on disk (``actors.frontends._compiled_methods``), from now on."""
+    from actors.frontends._compiled_methods import reuse_compiled_methods as reuse
+
+    return reuse()
 
 
 _collecting_after_imports = False

@@ -51,7 +51,9 @@ def phases() -> dict[str, float]:
         stamps.append((name, time.perf_counter()))
 
     gc.disable()  # as `agentbus` (actors.frontends.main) imports
-    import actors.frontends  # noqa: F401  (the entry point, as `agentbus` imports it)
+    import actors.frontends  # the entry point, as `agentbus` imports it
+
+    actors.frontends.reuse_compiled_methods()  # as `agentbus` does before its imports
     from actors.frontends.headless import prepare, run_prepared
     from actors.host.args import parse_headless
     from actors.host.settings import workspace_settings

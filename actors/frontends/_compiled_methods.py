@@ -1,0 +1,171 @@
+"""attrs' generated methods, compiled once and reused by later processes (a cache on disk).
+
+attrs writes the source of each class's ``__init__``, ``__repr__``, ``__eq__``... when the
+class is defined and compiles it. A headless run defines some two hundred such classes
+(the messages, the actors' state, trio's own) and those compiles were about a quarter of
+its start-up. ``reuse_compiled_methods`` replaces attrs' compile-and-evaluate step with
+one that looks the source up in a file of code objects compiled by earlier processes:
+
+- an entry is used only when its source is the class's source now, character for
+  character, so a changed class (a new field, another attrs version) is compiled afresh;
+- the file is named after the interpreter's bytecode (``importlib.util.MAGIC_NUMBER``) and
+  its optimisation level, like ``__pycache__`` files;
+- what this process compiled is added to the file when it exits (written aside and moved
+  into place, so a concurrent process reads the old file or the new one); a file that
+  cannot be read or written is as good as none: the methods are compiled, as without it.
+
+The cache lives in ``$XDG_CACHE_HOME/agentbus`` (else ``~/.cache/agentbus``). The entry
+point turns it on for a process of its own (``actors.frontends.main``); nothing changes
+but the time it takes: the code objects are the ones ``compile`` makes from that source,
+with the ``from __future__`` flags of attrs' module. One difference: ``__hash__`` starts
+from a hash of the class's name, which differs between processes (``PYTHONHASHSEED``);
+it is kept apart from the source and put back into the code, whose column table then
+still has the width of the old number for that constant (no traceback points at it).
+"""
+
+from __future__ import annotations
+import __future__
+
+import marshal
+import os
+import sys
+from types import CodeType
+from typing import Any
+
+MAX_ENTRIES = 4000
+"""Above this many entries, the file keeps only those this process used or compiled (the
+classes of sources long changed do not pile up)."""
+
+
+def cache_path() -> str:
+    from importlib.util import MAGIC_NUMBER
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    optimised = f"-O{sys.flags.optimize}" if sys.flags.optimize else ""
+    return os.path.join(base, "agentbus", f"attrs-methods-{MAGIC_NUMBER.hex()}{optimised}.marshal")
+
+
+def reuse_compiled_methods(path: str | None = None) -> bool:
+    """Compile attrs' generated methods through the cache at ``path`` (default
+    ``cache_path()``) from now on; False (and nothing changed) when this attrs compiles
+    them some other way."""
+    import atexit
+
+    import attr._make as make
+
+    original = getattr(make, "_compile_and_eval", None)
+    code = getattr(original, "__code__", None)
+    if code is None or code.co_varnames[:4] != ("script", "globs", "locs", "filename"):
+        return False
+    # Compiled as attrs compiles them: with the ``from __future__`` flags of its module.
+    futures = code.co_flags & sum(
+        getattr(__future__, name).compiler_flag for name in __future__.all_feature_names
+    )
+    path = cache_path() if path is None else path
+    stored = _read(path)
+    used: dict[str, Entry] = {}
+    fresh: dict[str, Entry] = {}
+
+    def compile_and_eval(
+        script: str, globs: dict[str, Any] | None, locs: Any = None, filename: str = ""
+    ) -> None:
+        source, type_hash = _without_type_hash(script)
+        entry = stored.get(filename)
+        compiled = None
+        if entry is not None and entry[0] == source:
+            try:
+                compiled = marshal.loads(entry[2])
+            except (EOFError, ValueError, TypeError):
+                compiled = None
+            else:
+                if entry[1] != type_hash:
+                    compiled = _with_type_hash(compiled, entry[1], type_hash)
+                used[filename] = entry
+        if compiled is None:
+            compiled = compile(script, filename, "exec", flags=futures, dont_inherit=True)
+            fresh[filename] = (source, type_hash, marshal.dumps(compiled))
+        eval(compiled, globs, locs)  # noqa: S307 (attrs' own step: its generated source)
+
+    def save() -> None:
+        if not fresh:
+            return
+        kept = {**stored, **fresh}
+        if len(kept) > MAX_ENTRIES:
+            kept = {**used, **fresh}
+        _write(path, kept)
+
+    make._compile_and_eval = compile_and_eval
+    atexit.register(save)
+    return True
+
+
+Entry = tuple[str, int, bytes]
+"""The source with its type hash taken out, the type hash, the compiled code."""
+
+_TYPE_HASH = "def __hash__(self"
+_HELD = "<type hash>"
+
+
+def _without_type_hash(script: str) -> tuple[str, int]:
+    """attrs' ``__hash__`` starts from a hash of the class's name, which differs from one
+    process to the next (``PYTHONHASHSEED``): the source without it, and it (0: none)."""
+    at = script.find(_TYPE_HASH)
+    if at < 0:
+        return script, 0
+    start = script.find("hash((\n", at)
+    if start < 0:
+        return script, 0
+    start = script.find("\n", start) + 1
+    end = script.find(",\n", start)
+    try:
+        type_hash = int(script[start:end])
+    except ValueError:
+        return script, 0
+    return f"{script[:start]}{_HELD}{script[end:]}", type_hash
+
+
+def _with_type_hash(code: CodeType, stored: int, current: int) -> CodeType:
+    """``code`` with the ``__hash__`` it defines starting from ``current``, not ``stored``."""
+    consts = tuple(
+        _with_type_hash(c, stored, current)
+        if isinstance(c, CodeType)
+        else current
+        if code.co_name == "__hash__" and type(c) is int and c == stored
+        else c
+        for c in code.co_consts
+    )
+    return code.replace(co_consts=consts)
+
+
+def _read(path: str) -> dict[str, Entry]:
+    try:
+        with open(path, "rb") as f:
+            stored = marshal.load(f)
+    except (OSError, EOFError, ValueError, TypeError):
+        return {}
+    if not isinstance(stored, dict):
+        return {}
+    return {
+        name: entry
+        for name, entry in stored.items()
+        if isinstance(name, str)
+        and isinstance(entry, tuple)
+        and len(entry) == 3
+        and isinstance(entry[0], str)
+        and isinstance(entry[1], int)
+        and isinstance(entry[2], bytes)
+    }
+
+
+def _write(path: str, entries: dict[str, Entry]) -> None:
+    aside = f"{path}.{os.getpid()}"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(aside, "wb") as f:
+            marshal.dump(entries, f)
+        os.replace(aside, path)
+    except OSError:
+        try:
+            os.unlink(aside)
+        except OSError:
+            pass

@@ -1,0 +1,106 @@
+"""attrs' generated methods from the cache on disk (``actors.frontends._compiled_methods``):
+the same code as compiling them, in a process whose string hashes differ from the one
+that filled the cache; a changed class or an unreadable file compiled afresh."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PRELUDE = """
+import sys
+import actors.frontends._compiled_methods as cached
+compiled = []
+_compile = compile
+cached.compile = lambda script, filename, *args, **kwargs: (
+    compiled.append(filename) or _compile(script, filename, *args, **kwargs))
+if sys.argv[1] != "-":
+    assert cached.reuse_compiled_methods(sys.argv[1])
+"""
+
+METHODS = """
+import dis, hashlib, types, attrs
+import actors.frontends.headless, bus.messages, trio
+
+def shape(code):
+    # Where each instruction's source is; the type hash's columns differ with its digits.
+    places = tuple(
+        None if code.co_name == "__hash__" and i.opname == "LOAD_CONST" and type(i.argval) is int
+        else i.positions
+        for i in dis.get_instructions(code)
+    )
+    consts = tuple(shape(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts)
+    return (code.co_code, consts, code.co_names, code.co_varnames, code.co_freevars,
+            code.co_filename, code.co_name, code.co_qualname, list(code.co_lines()), places,
+            code.co_exceptiontable, code.co_flags, code.co_argcount, code.co_kwonlyargcount)
+
+shapes = {}
+for name, module in list(sys.modules.items()):
+    if name.startswith(("actors", "bus", "trio")):
+        for cls in vars(module).values():
+            if isinstance(cls, type) and attrs.has(cls):
+                for method, f in vars(cls).items():
+                    code = getattr(f, "__code__", None)
+                    if code is not None and code.co_filename.startswith("<attrs generated"):
+                        shapes[f"{cls.__module__}.{cls.__qualname__}.{method}"] = shape(code)
+print(len(shapes), len(compiled), hashlib.sha256(repr(sorted(shapes.items())).encode()).hexdigest())
+"""
+
+
+def run(code: str, cache: Path | str, seed: int, *args: str) -> list[str]:
+    env = {**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", PRELUDE + code, str(cache), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout.split()
+
+
+def test_methods_from_the_cache_are_the_ones_attrs_compiles(tmp_path: Path) -> None:
+    cache = tmp_path / "methods.marshal"
+    filled, compiles, _ = run(METHODS, cache, 1)
+    assert int(filled) > 150 and int(compiles) > 100, (filled, compiles)
+    assert cache.exists()
+    # Another process, other string hashes (attrs' __hash__ starts from a hash of the
+    # class's name): nothing compiled, and the same code as compiling it there.
+    reused = run(METHODS, cache, 2)
+    without = run(METHODS, "-", 2)
+    assert reused[1] == "0"
+    assert reused[0] == without[0] and reused[2] == without[2]
+
+
+def test_a_changed_class_is_compiled_afresh(tmp_path: Path) -> None:
+    cache = tmp_path / "methods.marshal"
+    define = """
+import attrs
+fields = sys.argv[2].split(",")
+Point = attrs.make_class("Point", fields, frozen=True)
+point = Point(*range(len(fields)))
+print(point, hash(point) == hash(Point(*range(len(fields)))), len(compiled))
+"""
+    assert run(define, cache, 1, "x,y") == ["Point(x=0,", "y=1)", "True", "1"]
+    assert run(define, cache, 2, "x,y") == ["Point(x=0,", "y=1)", "True", "0"]
+    assert run(define, cache, 3, "x,y,z") == ["Point(x=0,", "y=1,", "z=2)", "True", "1"]
+
+
+def test_a_cache_that_cannot_be_read_is_as_good_as_none(tmp_path: Path) -> None:
+    cache = tmp_path / "methods.marshal"
+    cache.write_bytes(b"\x00not marshal data")
+    define = """
+import attrs
+Point = attrs.make_class("Point", ["x"], frozen=True)
+print(Point(x=1), len(compiled))
+"""
+    assert run(define, cache, 1) == ["Point(x=1)", "1"]
+    assert run(define, cache, 1) == ["Point(x=1)", "0"]  # rewritten by the first
+    unwritable = tmp_path / "file" / "methods.marshal"
+    (tmp_path / "file").write_text("a file where the cache's directory would be")
+    assert run(define, unwritable, 1) == ["Point(x=1)", "1"]
