@@ -345,6 +345,8 @@ class Front:
             os.close(write_end)
         self._nats_ready = trio.Event()
         nursery.start_soon(self._nats_log, trio.lowlevel.FdStream(read_end), self._nats_ready)
+        if self.workers:  # started again: status names its new pid
+            self.write_state()
         with trio.move_on_after(NATS_START_S):
             async with trio.open_nursery() as waiting:
 
@@ -473,6 +475,18 @@ class Front:
         for child in [*self.workers.values(), *([self.nats] if self.nats else [])]:
             child.kill()
 
+    def write_state(self) -> None:
+        """``workers.json`` beside the socket (``agentbus daemon status`` reads it)."""
+        temporary = self.layout.state.with_suffix(".tmp")
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, self.state().encode())
+        finally:
+            os.close(fd)
+        os.replace(temporary, self.layout.state)
+
     def state(self) -> str:
         return json.dumps(
             {
@@ -516,7 +530,8 @@ async def serve_with_workers(config: DaemonConfig, count: int, *, task_status: t
                 async with trio.open_nursery() as starting:
                     for i in range(1, count + 1):
                         starting.start_soon(front.start_worker, i)
-                files.enter_context(token_file(layout.state, front.state()))
+                front.write_state()
+                files.callback(layout.state.unlink, missing_ok=True)
                 async with trio.open_nursery() as supervisors:
                     supervisors.start_soon(front.keep_running, "nats-server", lambda: front.nats, partial(front.start_nats, nursery))
                     for i in range(1, count + 1):

@@ -131,7 +131,15 @@ async def test_workers_start_behind_the_socket_with_a_private_token_and_stop_lea
             assert "stopping 2 worker(s), then the nats-server" in log and "workers and nats-server stopped" in log
 
 
-async def test_a_killed_worker_is_started_again_and_a_killed_front_takes_everything_with_it(home: Path) -> None:
+def nats_pid(front: Front) -> int:
+    return int(json.loads((front.run / "workers.json").read_text())["nats_pid"])
+
+
+async def test_a_killed_worker_or_nats_server_is_started_again_and_a_killed_front_takes_everything_with_it(
+    home: Path,
+) -> None:
+    from actors.cluster import Credentials, open_link
+
     with trio.fail_after(BOUND_S):
         async with front_of(home, 2) as front:
             killed = front.workers[1]
@@ -143,8 +151,17 @@ async def test_a_killed_worker_is_started_again_and_a_killed_front_takes_everyth
             assert await worker_answers(home, 1) == again
             log = (front.run / "daemon.log").read_text()
             assert f"worker 1 (pid {killed}) was killed by SIGKILL; starting it again" in log
+            # The nats-server: again on its port, with its token.
+            os.kill(front.nats, signal.SIGKILL)
+            await until(lambda: nats_pid(front) != front.nats)
+            server = nats_pid(front)
+            assert parent_of(server) == front.pid
+            async with open_link(front.url, Credentials(token=front.token_file.read_text().strip())):
+                pass
+            log = (front.run / "daemon.log").read_text()
+            assert f"nats-server (pid {front.nats}) was killed by SIGKILL; starting it again" in log
             os.kill(front.pid, signal.SIGKILL)
-            for pid in (again, front.workers[2], front.nats):
+            for pid in (again, front.workers[2], server):
                 assert ends_within(pid, BOUND_S), f"pid {pid} outlived its front"
 
 
