@@ -388,7 +388,7 @@ def _status(paths: DaemonPaths) -> int:
             print(f"  {c.address}  {c.client or '-'}  sessions={len(c.sessions)} queued={c.queued_frames} lagged={c.lagged}")
         from actors.frontends.daemon._workers import print_workers
 
-        print_workers(paths, info.pid)
+        await print_workers(paths, info.pid)
         return 0
 
     return trio.run(ask)

@@ -78,6 +78,8 @@ STOP_WORKER_S = 5.0
 STOP_NATS_S = 3.0
 STOP_WAIT_S = STOP_WORKER_S + STOP_NATS_S + 2.0
 """How much longer than for a daemon alone ``agentbus daemon stop`` waits for a front."""
+STATUS_S = 5.0
+"""``agentbus daemon status``'s wait for a worker's answer."""
 RESTART_FIRST_S = 0.5
 RESTART_MAX_S = 10.0
 RESTART_RESET_S = 30.0
@@ -268,9 +270,9 @@ def front_busy(paths: DaemonPaths) -> bool:
     return lock_is_held(Layout(paths, Path()).children)
 
 
-def print_workers(paths: DaemonPaths, front_pid: int) -> None:
+async def print_workers(paths: DaemonPaths, front_pid: int) -> None:
     """``agentbus daemon status``'s lines on the workers of the front ``front_pid`` (none
-    when it has none)."""
+    when it has none): each one's pid and sessions, as it answers on its own socket."""
     layout = Layout(paths, Path())
     try:
         state = json.loads(layout.state.read_text())
@@ -286,8 +288,21 @@ def print_workers(paths: DaemonPaths, front_pid: int) -> None:
         worker = layout.worker(i)
         pid = read_pid(worker)
         running = lock_is_held(worker) and pid is not None
-        shown = f"pid {pid}, running" if running else "not running (being started again)"
+        shown = f"pid {pid}, {await _sessions_of(worker)}" if running else "not running (being started again)"
         print(f"  worker {i}: {shown}  socket {worker.socket}  log {worker.log}")
+
+
+async def _sessions_of(worker: DaemonPaths) -> str:
+    from actors.frontends.daemon.client import DaemonError, open_client
+
+    with trio.move_on_after(STATUS_S):
+        try:
+            async with open_client(worker, client="agentbus daemon status", start=False) as client:
+                info = await client.status()
+        except DaemonError as exc:
+            return f"not answering ({exc.message})"
+        return f"running, {len(info.sessions)} session(s)"
+    return f"not answering in {STATUS_S:g} s"
 
 
 def _alive(pid: int) -> bool:

@@ -119,7 +119,7 @@ async def test_workers_start_behind_the_socket_with_a_private_token_and_stop_lea
             assert status.returncode == 0, status.stderr
             assert f"running, pid {front.pid}" in status.stdout
             for i, pid in front.workers.items():
-                assert f"worker {i}: pid {pid}, running" in status.stdout
+                assert f"worker {i}: pid {pid}, running, 0 session(s)" in status.stdout
             stopped = await trio.to_thread.run_sync(lambda: agentbus(home, "daemon", "stop"))
             assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped.stderr
             # Stopped means its workers and nats-server are gone, not going.
