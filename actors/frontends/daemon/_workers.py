@@ -58,6 +58,7 @@ from actors.frontends.daemon._cluster import ClusterConfig
 from actors.frontends.daemon._server import Daemon, DaemonConfig, serve
 from actors.frontends.daemon._tcp import new_token, token_file
 from actors.frontends.daemon.paths import (
+    DaemonPathError,
     DaemonPaths,
     DaemonRunningError,
     hold_lock,
@@ -250,17 +251,20 @@ class Child:
 
 def _spawn(name: str, argv: list[str], *, stdout: int, stderr: int, env: dict[str, str] | None = None, pass_fds: tuple[int, ...] = ()) -> Child:
     """Fork from this (trio's) thread: see the module doc on ``PR_SET_PDEATHSIG``."""
-    popen = subprocess.Popen(  # noqa: S603 - our own executables
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=stdout,
-        stderr=stderr,
-        env=env,
-        cwd="/",
-        start_new_session=True,
-        preexec_fn=_die_with_front(),  # noqa: PLW1509 - only a prctl and a getppid run in the child
-        pass_fds=pass_fds,
-    )
+    try:
+        popen = subprocess.Popen(  # noqa: S603 - our own executables
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            env=env,
+            cwd="/",
+            start_new_session=True,
+            preexec_fn=_die_with_front(),  # noqa: PLW1509 - only a prctl and a getppid run in the child
+            pass_fds=pass_fds,
+        )
+    except OSError as exc:
+        raise WorkersStartError(f"cannot start {name} ({argv[0]}): {exc.strerror or exc}") from None
     return Child(name, popen)
 
 
@@ -472,8 +476,9 @@ class Front:
                 try:
                     await start()
                     break
-                except (WorkersStartError, OSError) as exc:
-                    log.warning("%s; trying again in %g s", exc, backoff)
+                except (WorkersStartError, DaemonPathError, OSError) as exc:
+                    said = str(exc) if isinstance(exc, WorkersStartError) else f"{name} cannot start: {exc}"
+                    log.warning("%s; trying again in %g s", said, backoff)
 
     async def stop_children(self) -> None:
         """The workers (concurrently), then the nats-server."""

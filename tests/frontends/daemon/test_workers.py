@@ -203,3 +203,20 @@ def test_bad_workers_options_are_refused(
     err = capsys.readouterr().err
     assert said in err and err.count("\n") == 1
     assert not (home / "run").exists()
+
+
+async def test_a_worker_that_cannot_start_again_is_tried_again_until_it_can(home: Path) -> None:
+    with trio.fail_after(BOUND_S):
+        async with front_of(home, 1) as front:
+            nodes = front.run / "nodes"
+            (nodes / "1").rename(nodes / "away")  # its runtime directory a file: it cannot start
+            (nodes / "1").write_text("in the way\n")
+            os.kill(front.workers[1], signal.SIGKILL)
+            log = front.run / "daemon.log"
+            await until(lambda: "worker 1 cannot start: [Errno 17] File exists" in log.read_text())
+            assert lock_is_held(DaemonPaths(front.run))  # the front goes on meanwhile
+            (nodes / "1").unlink()
+            (nodes / "away").rename(nodes / "1")
+            worker = DaemonPaths(nodes / "1")
+            await until(lambda: read_pid(worker) not in (None, front.workers[1]) and lock_is_held(worker))
+            assert await worker_answers(home, 1) == read_pid(worker)
