@@ -258,6 +258,10 @@ class Bucket:
         except _WrongRevision:
             raise LeaseLost(f"{self.name}/{key} changed since revision {last} (expired or taken over)") from None
 
+    async def purge(self, key: str) -> None:
+        """Remove ``key`` whoever wrote it (a node taking its own entry down)."""
+        await self._link._call(f"removing {self.name}/{key}", self._kv.purge, key)
+
     async def delete(self, key: str, *, last: int) -> None:
         try:
             await self._link._call(f"releasing {self.name}/{key}", self._kv.delete, key, last=last)

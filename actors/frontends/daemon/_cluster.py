@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import json
 import logging
 import os
 import socket
@@ -38,9 +39,11 @@ import attrs
 import trio
 
 from actors.frontends.daemon._core import RequestError
+from actors.recording._lines import line_seq
 
 if TYPE_CHECKING:
     from actors.cluster import Journal, Lease, NatsLink, SessionLease
+    from actors.cluster._nats import Bucket
 
 log = logging.getLogger("agentbus.daemon")
 
@@ -91,6 +94,60 @@ def lease_bucket(user: str) -> str:
     return f"AGENTBUS_LEASES_{token(user)}"
 
 
+def nodes_bucket(user: str) -> str:
+    from actors.cluster.journal import token
+
+    return f"AGENTBUS_NODES_{token(user)}"
+
+
+def sessions_bucket(user: str) -> str:
+    from actors.cluster.journal import token
+
+    return f"AGENTBUS_SESSIONS_{token(user)}"
+
+
+@attrs.frozen(kw_only=True)
+class NodeInfo:
+    """What a node advertises (key ``n.<node>`` of ``AGENTBUS_NODES_<user>``, renewed
+    every ``renew_every_s``; the server drops it ``lease_ttl_s`` after the last)."""
+
+    node_id: str
+    serves: tuple[str, ...] | None = None
+    sessions: int = 0
+    """How many sessions it runs: its load."""
+    host: str = ""
+    pid: int = 0
+
+    def serves_workspace(self, workspace: str) -> bool:
+        return ClusterConfig(url="", node_id=self.node_id, serves=self.serves).serves_workspace(workspace)
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {"node": self.node_id, "serves": None if self.serves is None else list(self.serves), "sessions": self.sessions, "host": self.host, "pid": self.pid}
+        ).encode("utf-8")
+
+    @classmethod
+    def decode(cls, data: bytes) -> NodeInfo | None:
+        try:
+            raw = json.loads(data)
+            serves = raw.get("serves")
+            return cls(
+                node_id=str(raw["node"]),
+                serves=None if serves is None else tuple(str(x) for x in serves),
+                sessions=int(raw.get("sessions", 0)),
+                host=str(raw.get("host", "")),
+                pid=int(raw.get("pid", 0)),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+def node_key(node_id: str) -> str:
+    from actors.cluster.lease import lease_key
+
+    return "n." + lease_key(node_id)[2:]
+
+
 @contextlib.asynccontextmanager
 async def open_node(config: ClusterConfig) -> AsyncIterator[ClusterNode]:
     """This daemon as a node of the cluster at ``config.url`` for the block's duration;
@@ -104,16 +161,22 @@ async def open_node(config: ClusterConfig) -> AsyncIterator[ClusterNode]:
             try:
                 bucket = await link.bucket(lease_bucket(config.user), ttl_s=config.lease_ttl_s, replicas=config.replicas)
                 leases = SessionLease(bucket)
+                nodes = await link.bucket(nodes_bucket(config.user), ttl_s=config.lease_ttl_s, replicas=config.replicas)
+                sessions = await link.bucket(sessions_bucket(config.user), ttl_s=0, replicas=config.replicas)
                 await Journal(link, config.user, "-", replicas=config.replicas).open()  # the user's stream, once
             except ClusterError as exc:
                 raise ClusterStartError(f"cluster {config.url}: {exc}") from None
             log.info("node %s of the cluster at %s (user %s)", config.node_id, config.url, config.user)
             async with trio.open_nursery() as nursery:
-                node = ClusterNode(config, link, leases, nursery)
+                node = ClusterNode(config, link, leases, nursery, nodes=nodes, sessions=sessions)
                 try:
+                    await node.advertise_once()
+                    nursery.start_soon(node.advertise)
                     yield node
                 finally:
                     await node.drain()
+                    with trio.CancelScope(shield=True), trio.move_on_after(1), contextlib.suppress(ClusterError):
+                        await nodes.purge(node_key(config.node_id))
                     nursery.cancel_scope.cancel()
     except ClusterError as exc:
         raise ClusterStartError(f"cluster: {exc}") from None
@@ -122,14 +185,165 @@ async def open_node(config: ClusterConfig) -> AsyncIterator[ClusterNode]:
 class ClusterNode:
     """The sessions this daemon holds in the cluster: one ``SessionMirror`` each."""
 
-    def __init__(self, config: ClusterConfig, link: NatsLink, leases: SessionLease, nursery: trio.Nursery) -> None:
+    def __init__(
+        self,
+        config: ClusterConfig,
+        link: NatsLink,
+        leases: SessionLease,
+        nursery: trio.Nursery,
+        *,
+        nodes: Bucket | None = None,
+        sessions: Bucket | None = None,
+    ) -> None:
         self.config = config
         self.link = link
         self.leases = leases
         self.nursery = nursery
+        self.nodes = nodes
+        """``AGENTBUS_NODES_<user>``: the nodes up, what they serve, their load."""
+        self.sessions = sessions
+        """``AGENTBUS_SESSIONS_<user>``: every session of the user the cluster knows:
+        its registry entry, the node that last ran it, ``running`` or ``dormant``."""
         self.mirrors: dict[str, SessionMirror] = {}
+        self.core: Any = None
+        """The ``DaemonCore`` of this node (it sets itself here)."""
 
-    async def attach(self, session_id: str, recording: Path) -> SessionMirror:
+    # -- the directory: nodes and sessions ------------------------------------------------------------
+    def info(self) -> NodeInfo:
+        running = len(self.core.sessions) if self.core is not None else len(self.mirrors)
+        return NodeInfo(
+            node_id=self.config.node_id, serves=self.config.serves, sessions=running, host=socket.gethostname(), pid=os.getpid()
+        )
+
+    async def advertise_once(self) -> None:
+        if self.nodes is not None:
+            await self.nodes.put(node_key(self.config.node_id), self.info().encode())
+
+    async def advertise(self) -> None:
+        """Say this node is up, what it serves and its load, every ``renew_every_s``."""
+        from actors.cluster import ClusterError
+
+        while True:
+            await trio.sleep(self.config.renew_every_s)
+            try:
+                await self.advertise_once()
+            except ClusterError as exc:
+                log.warning("cluster: this node could not advertise itself: %s", exc)
+
+    async def live_nodes(self) -> dict[str, NodeInfo]:
+        """The nodes up (advertised within the TTL, not a process of this machine that is gone)."""
+        if self.nodes is None:
+            return {}
+        out: dict[str, NodeInfo] = {}
+        for data, _ in (await self.nodes.items()).values():
+            info = NodeInfo.decode(data)
+            if info is not None and not gone_from_this_machine(info.node_id):
+                out[info.node_id] = info
+        return out
+
+    async def place(self, workspace: str) -> str | None:
+        """The node a new session of ``workspace`` goes to: the least loaded of those
+        that serve it (this one on a tie); None when none does."""
+        nodes = await self.live_nodes()
+        nodes[self.config.node_id] = self.info()
+        eligible = [n for n in nodes.values() if n.serves_workspace(workspace)]
+        if not eligible:
+            return None
+        return min(eligible, key=lambda n: (n.sessions, n.node_id != self.config.node_id, n.node_id)).node_id
+
+    async def owner(self, session_id: str) -> str | None:
+        """The node holding ``session_id``'s lease; None: nobody (or a process of this
+        machine that is gone)."""
+        who = await self.leases.owner(session_id)
+        return None if who is None or gone_from_this_machine(who) else who
+
+    async def publish_session(self, entry: Any, state: str) -> None:
+        from actors.cluster import ClusterError
+        from actors.cluster.lease import lease_key
+
+        if self.sessions is None:
+            return
+        data = json.dumps({"entry": attrs.asdict(entry), "node": self.config.node_id, "state": state}).encode("utf-8")
+        try:
+            await self.sessions.put(lease_key(entry.session_id), data)
+        except ClusterError as exc:
+            log.warning("session %s: the cluster's directory could not be updated: %s", entry.session_id, exc)
+
+    async def known_sessions(self) -> dict[str, dict[str, Any]]:
+        """Every session in the cluster's directory: id -> ``{"entry", "node", "state"}``."""
+        if self.sessions is None:
+            return {}
+        out: dict[str, dict[str, Any]] = {}
+        for data, _ in (await self.sessions.items()).values():
+            try:
+                record = json.loads(data)
+                out[str(record["entry"]["session_id"])] = record
+            except (ValueError, KeyError, TypeError):
+                continue
+        return out
+
+    async def known_session(self, session_id: str) -> dict[str, Any] | None:
+        from actors.cluster.lease import lease_key
+
+        if self.sessions is None:
+            return None
+        held = await self.sessions.get(lease_key(session_id))
+        if held is None:
+            return None
+        try:
+            record = json.loads(held[0])
+            return record if isinstance(record, dict) and isinstance(record.get("entry"), dict) else None
+        except ValueError:
+            return None
+
+    async def fetch_recording(self, session_id: str, path: Path) -> bool:
+        """Make ``path`` hold the session's recording as the cluster's stream has it
+        when the stream has more of it than the local file (the session ran on another
+        node); True if it was written."""
+        from actors.cluster import Journal
+
+        journal = Journal(self.link, self.config.user, session_id, replicas=self.config.replicas)
+        stored = [line for _, line in await journal.lines()]
+        if not stored:
+            return False
+        local = [line for line, _ in await trio.to_thread.run_sync(complete_lines_from, path, 0)]
+        if len(local) >= len(stored):
+            return False
+        tmp = path.with_name(path.name + ".from-cluster")
+        await trio.Path(path.parent).mkdir(parents=True, exist_ok=True)
+        await trio.Path(tmp).write_bytes(b"".join(line + b"\n" for line in stored))
+        await trio.Path(tmp).replace(path)
+        log.info("session %s: its recording (%d lines) taken from the cluster's stream", session_id, len(stored))
+        return True
+
+    async def adopt_orphans(self, adopt: Any) -> None:
+        """Take over, through ``adopt(session_id, record)``, the sessions the directory
+        lists as running whose lease is gone (their node died) and whose workspace this
+        node serves; checked every ``renew_every_s``."""
+        from actors.cluster import ClusterError
+
+        while True:
+            try:
+                await self._adopt_round(adopt)
+            except ClusterError as exc:
+                log.warning("cluster: looking for sessions to take over: %s", exc)
+            await trio.sleep(self.config.renew_every_s)
+
+    async def _adopt_round(self, adopt: Any) -> None:
+        if self.config.serves == ():
+            return
+        for sid, record in (await self.known_sessions()).items():
+            if record.get("state") != "running" or sid in self.mirrors:
+                continue
+            workspace = str(record["entry"].get("workspace", ""))
+            if not self.config.serves_workspace(workspace):
+                continue
+            if await self.owner(sid) is not None:
+                continue
+            log.info("session %s: its node %s is gone; taking it over", sid, record.get("node"))
+            await adopt(sid, record)
+
+    async def attach(self, session_id: str, recording: Path, entry: Any = None) -> SessionMirror:
         """Hold ``session_id`` in the cluster and mirror ``recording`` from now on; its
         earlier lines the stream lacks go first. Raises ``RequestError`` when another
         node holds the session or the cluster cannot say."""
@@ -159,6 +373,9 @@ class ClusterNode:
             mirror.journal = Journal(self.link, self.config.user, session_id, replicas=self.config.replicas)
             mirror.backlog, mirror.pos = await trio.to_thread.run_sync(complete_lines, recording, 0)
         self.mirrors[session_id] = mirror
+        mirror.entry = entry
+        if entry is not None:
+            await self.publish_session(entry, "running")
         self.nursery.start_soon(mirror.run)
         return mirror
 
@@ -206,6 +423,8 @@ class SessionMirror:
     """Lines before ``pos`` read at attach, with the offset after each: those the
     stream lacks are written first."""
     compared: bool = False
+    entry: Any = None
+    """The session's registry entry (what the directory lists)."""
     taken: bool = False
     """Whether this node's journal has appended (taken the session over) yet."""
     state: str = "following"
@@ -216,6 +435,9 @@ class SessionMirror:
     handed_over: bool = False
     wake: trio.Event = attrs.field(factory=trio.Event)
     done: trio.Event = attrs.field(factory=trio.Event)
+    acked_seq: int = 0
+    """The sequence number of the last message the stream has acknowledged."""
+    _advanced: trio.Event = attrs.field(factory=trio.Event)
     _scope: trio.CancelScope | None = None
     _handover: bool = False
 
@@ -228,6 +450,26 @@ class SessionMirror:
         """The session's run stopped: take its last lines, then release the lease."""
         self.ended = True
         self.wake.set()
+
+    async def in_stream(self, seq: int) -> None:
+        """Return once message ``seq`` is in the stream, or once the mirror stopped
+        writing (its session ended and all is in, or it was fenced or failed: then
+        waiting would be for good)."""
+        while self.acked_seq < seq and not self.done.is_set() and self.state == "following":
+            await self._advanced.wait()
+
+    def _acked(self, line: bytes) -> None:
+        seq = line_seq(line)
+        if seq is None and b'"void"' in line[:48]:
+            try:
+                last = json.loads(line).get("last")
+            except (ValueError, AttributeError):
+                last = None
+            seq = last if isinstance(last, int) else None
+        if seq is not None and seq > self.acked_seq:
+            self.acked_seq = seq
+            self._advanced.set()
+            self._advanced = trio.Event()
 
     async def stop_for_handover(self) -> None:
         self._handover = True
@@ -261,16 +503,20 @@ class SessionMirror:
                 self.handed_over = True
             elif self.state == "ended" and self.lease is not None:
                 with trio.move_on_after(DRAIN_S), contextlib.suppress(ClusterError):
+                    if self.entry is not None:
+                        await self.node.publish_session(self.entry, "dormant")
                     await self.node.leases.release(self.lease)
         finally:
             if self.node.mirrors.get(self.session_id) is self and not self.handed_over:
                 del self.node.mirrors[self.session_id]
             self.done.set()
+            self._advanced.set()
 
     def _stop_writing(self, state: str, why: str) -> None:
         if self.state in ("fenced", "failed"):
             return
         self.state, self.problem = state, why
+        self._advanced.set()
         log.error("session %s: %s; this node no longer writes it to the cluster (its local recording goes on)", self.session_id, why)
 
     async def _follow(self) -> None:
@@ -308,6 +554,8 @@ class SessionMirror:
                 await trio.sleep(RETRY_S)
         local = [line for line, _ in self.backlog]
         if stored == local[: len(stored)]:
+            for line in stored:
+                self._acked(line)
             del self.backlog[: len(stored)]
         else:
             log.warning(
@@ -333,6 +581,7 @@ class SessionMirror:
                 else:
                     await self.journal.take_over(line)
                     self.taken = True
+                self._acked(line)
                 return
             except (NoQuorum, Unreachable) as exc:
                 if not waiting:

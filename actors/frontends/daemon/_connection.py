@@ -178,6 +178,13 @@ class ConnectionActor:
         """Shell commands its client runs in its terminals (``CreateSession.terminals``),
         by request id, until their ``TerminalExited``."""
         self._nursery: trio.Nursery | None = None
+        self.in_stream_first = False
+        """Events go out only once in the cluster's stream (a tunnel from another node)."""
+        self.routes = None
+        if getattr(core, "node", None) is not None:  # a node of a cluster: some sessions run on other nodes
+            from actors.frontends.daemon._routing import Routes
+
+            self.routes = Routes(self, core.node)
         self._writer_done = trio.Event()
         self._stop = trio.Event()
         self._closing = False
@@ -229,6 +236,8 @@ class ConnectionActor:
             with trio.move_on_after(self.limits.flush_timeout_s, shield=True):
                 await self._end_terminal_runs(port)
                 await self._cancel_tool_calls(port)
+                if self.routes is not None:
+                    await self.routes.close()
             port.close()
             self.stream.socket.close()
             self.done.set()
@@ -474,6 +483,8 @@ class ConnectionActor:
 
     async def _dispatch(self, msg: Message, port: Port) -> None:
         core = self.core
+        if self.routes is not None and await self.routes.route(msg):
+            return  # another node of the cluster answers it (``_routing``)
         match msg:
             case Hello():
                 await self._send(
@@ -644,6 +655,13 @@ class ConnectionActor:
             case _:
                 raise RequestError("not_a_request", f"{type(msg).__name__} is not a request")
 
+    async def _in_stream(self, live: LiveSession, seq: int) -> None:
+        """A tunnel's connection (another node's client) gets a message once the
+        cluster's stream has it: a client that saw it will find it there when this
+        node dies and another takes the session over from the stream."""
+        if self.in_stream_first and live.mirror is not None:
+            await live.mirror.in_stream(seq)
+
     def _refuse_if_stopping(self, live: LiveSession) -> None:
         if live.closing is not None:
             raise RequestError("busy", f"session {live.session_id!r} is stopping ({live.closing})")
@@ -655,8 +673,16 @@ class ConnectionActor:
             follower.scope.cancel(reason="unsubscribed")
 
     async def _follow(
-        self, live: LiveSession, req: Subscribe, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self,
+        live: LiveSession,
+        req: Subscribe,
+        announce: bool = True,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
+        """Follow ``live`` for ``req``; ``announce``: answer ``Subscribed`` (not when a
+        subscription is taken up again after its node went away: the client has its
+        answer)."""
         sid = live.session_id
         follower = _Follower(sid, trio.CancelScope())
         self._followers[sid] = follower
@@ -671,12 +697,12 @@ class ConnectionActor:
                 while current is not None:
                     if current.addrs is not None and not current.stopped.is_set():
                         expected, started = await self._follow_run(
-                            follower, current, req, cursor, expected, started, wanted, task_status
+                            follower, current, req, cursor, expected, started, wanted, task_status, announce
                         )
                     elif not started:
                         raise RequestError("unknown_session", f"session {sid!r} stopped")
                     # What the subscription missed at the end (it lagged) is in the file.
-                    expected = await self._catch_up(cursor, expected, None, wanted)
+                    expected = await self._catch_up(cursor, expected, None, wanted, current)
                     await current.stopped.wait()
                     if current.closing == "restart":
                         await current.replaced.wait()
@@ -701,6 +727,7 @@ class ConnectionActor:
         started: bool,
         wanted: Any,
         task_status: trio.TaskStatus[None],
+        announce: bool = True,
     ) -> tuple[int, bool]:
         """Follow one run of the session (a mode change starts another); returns
         ``expected`` and whether the subscription was confirmed."""
@@ -715,32 +742,33 @@ class ConnectionActor:
                 live_point = self.bus.next_seq(sid)
                 expected = live_point if req.from_seq is None else max(1, req.from_seq)
                 asked = await self._still_asked(live, live_point)
-                await self._send(
-                    Subscribed(
-                        session_id=sid,
-                        request_id=req.request_id,
-                        from_seq=expected,
-                        next_seq=live_point,
-                        pending_approvals=tuple(asked),
+                if announce:
+                    await self._send(
+                        Subscribed(
+                            session_id=sid,
+                            request_id=req.request_id,
+                            from_seq=expected,
+                            next_seq=live_point,
+                            pending_approvals=tuple(asked),
+                        )
                     )
-                )
                 task_status.started()
                 started = True
                 # Questions asked before the client's start are asked again, first.
                 for env in asked.values():
                     if env.seq < expected:
                         await self._send_frame((encode_envelope(env) + "\n").encode("utf-8"))
-                expected = await self._catch_up(cursor, expected, None, wanted)
+                expected = await self._catch_up(cursor, expected, None, wanted, live)
                 # A message numbered just before we subscribed may still be on its way
                 # to the recorder; it is on disk within a few scheduler rounds.
                 for _ in range(CATCHUP_SETTLE_ROUNDS):
                     if expected >= live_point:
                         break
                     await trio.lowlevel.checkpoint()
-                    expected = await self._catch_up(cursor, expected, None, wanted)
+                    expected = await self._catch_up(cursor, expected, None, wanted, live)
                 await self._send(CaughtUp(session_id=sid, next_seq=live_point))
             else:
-                expected = await self._catch_up(cursor, expected, None, wanted)
+                expected = await self._catch_up(cursor, expected, None, wanted, live)
             expected = await self._forward(live, sub, cursor, expected, wanted)
         finally:
             live.subscribers -= 1
@@ -772,7 +800,7 @@ class ConnectionActor:
                 self.lagged += 1
                 await self._send(ObserverLagged(session_id=sub.session_id, observer=self.address, resume_from=expected))
                 sub.clear_lag()
-                expected = await self._catch_up(cursor, expected, None, wanted)
+                expected = await self._catch_up(cursor, expected, None, wanted, live)
             try:
                 env = await sub.receive.receive()
             except (trio.EndOfChannel, trio.ClosedResourceError):
@@ -784,9 +812,10 @@ class ConnectionActor:
                 if env.seq > expected:
                     # Missing messages come from the recording, before this one.
                     if batch:
+                        await self._in_stream(live, expected - 1)
                         await self._send_frame(b"".join(batch))
                         batch, size = [], 0
-                    expected = await self._catch_up(cursor, expected, env.seq, wanted)
+                    expected = await self._catch_up(cursor, expected, env.seq, wanted, live)
                 if env.seq >= expected:
                     if wanted(type(env.message).__name__):
                         frame = encoded_frame(live, env)
@@ -803,12 +832,17 @@ class ConnectionActor:
                     ended = True
                     break
             if batch:
+                await self._in_stream(live, expected - 1)
                 await self._send_frame(b"".join(batch))
             if ended:
                 return expected
 
-    async def _catch_up(self, cursor: RecordingCursor, expected: int, before: int | None, wanted: Any) -> int:
+    async def _catch_up(
+        self, cursor: RecordingCursor, expected: int, before: int | None, wanted: Any, live: LiveSession | None = None
+    ) -> int:
         envs, nxt = await trio.to_thread.run_sync(cursor.read, expected, before, wanted)
+        if envs and live is not None:
+            await self._in_stream(live, envs[-1].seq)
         for env in envs:
             await self._send_frame((encode_envelope(env) + "\n").encode("utf-8"))
         return max(expected, nxt)

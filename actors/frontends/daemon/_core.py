@@ -187,6 +187,8 @@ class DaemonCore:
     ) -> None:
         self.bus = bus
         self.node = node
+        if node is not None:
+            node.core = self
         """With ``--cluster``: the ``_cluster.ClusterNode`` that holds and mirrors each
         session this daemon runs (None: a daemon alone)."""
         self.data_dir = data_dir
@@ -274,23 +276,57 @@ class DaemonCore:
                 self._use_credentials(live, auth_env)
             return live, False
         self._refuse_when_stopping()
-        entry = self.registry.get(session_id)
-        path = recording_path(self.data_dir, session_id)
-        # Recordings are read in a worker thread: a long one would stall every session.
-        if entry is None:
-            entry = await trio.to_thread.run_sync(self._entry_from_recording, session_id, path)
-        if fake_responses:
-            entry = attrs.evolve(
-                entry,
-                fake_responses=_absolute(fake_responses, Path(entry.workspace)),
-                fake_chunk_delay_ms=fake_chunk_delay_ms,
-            )
+        # Reserved before anything is awaited: a second load (a client's, a take-over)
+        # waits for this one and then finds the session running.
         with self._reserve(session_id):
+            entry = self.registry.get(session_id)
+            path = recording_path(self.data_dir, session_id)
+            if self.node is not None:
+                entry = await self._from_cluster(session_id, path, entry)
+            # Recordings are read in a worker thread: a long one would stall every session.
+            if entry is None:
+                entry = await trio.to_thread.run_sync(self._entry_from_recording, session_id, path)
+            if fake_responses:
+                entry = attrs.evolve(
+                    entry,
+                    fake_responses=_absolute(fake_responses, Path(entry.workspace)),
+                    fake_chunk_delay_ms=fake_chunk_delay_ms,
+                )
             history = await trio.to_thread.run_sync(self._history, path)
             servers = _client_mcp_servers(mcp_servers, Path(entry.workspace))
             live = await self._start(entry, history=history, source="resume", auth_env=auth_env, mcp_servers=servers)
         self._remember(entry)
         return live, True
+
+    async def _from_cluster(self, session_id: str, path: Path, entry: SessionEntry | None) -> SessionEntry | None:
+        """A session this node does not run, as the cluster knows it: its recording
+        taken from the stream when the stream has more of it (it ran on another node),
+        its entry from the directory when this node has none."""
+        from actors.cluster import ClusterError
+
+        try:
+            record = await self.node.known_session(session_id)
+            await self.node.fetch_recording(session_id, path)
+        except ClusterError as exc:
+            log.warning("session %s: the cluster could not be read: %s", session_id, exc)
+            return entry
+        if entry is None and record is not None:
+            try:
+                entry = SessionEntry(**{k: v for k, v in record["entry"].items() if k in _ENTRY_FIELDS})
+            except TypeError:
+                return None
+        return entry
+
+    async def adopt(self, session_id: str, record: dict[str, Any]) -> None:
+        """Take over a session whose node died (``ClusterNode.adopt_orphans``): resumed
+        from the cluster's stream as ``LoadSession`` resumes it (calls that were
+        running get cancelled responses; nothing is re-run)."""
+        if session_id in self.sessions or session_id in self._starting or self.stopping:
+            return
+        try:
+            await self.load(session_id)
+        except RequestError as exc:
+            log.info("session %s: not taken over: %s", session_id, exc.message)
 
     def running(self, session_id: str) -> LiveSession:
         live = self.sessions.get(session_id)
@@ -378,7 +414,38 @@ class DaemonCore:
         recorded = None
         if workspace:
             recorded = await trio.to_thread.run_sync(self._recorded, workspace)
-        return self.list(workspace, recorded=recorded)
+        out = self.list(workspace, recorded=recorded)
+        if self.node is not None:
+            wanted = await trio.to_thread.run_sync(lambda: str(Path(workspace).resolve())) if workspace else None
+            out += await self._cluster_sessions(wanted, {s.session_id for s in out})
+        return out
+
+    async def _cluster_sessions(self, wanted: str | None, known: set[str]) -> list[SessionSummary]:
+        """The sessions the cluster's directory lists that this node does not know of
+        (they ran, or run, on other nodes)."""
+        from actors.cluster import ClusterError
+
+        try:
+            records = await self.node.known_sessions()
+        except ClusterError as exc:
+            log.warning("the cluster's sessions could not be listed: %s", exc)
+            return []
+        out = []
+        for sid, record in records.items():
+            entry = record["entry"]
+            if sid in known or (wanted is not None and entry.get("workspace") != wanted):
+                continue
+            out.append(
+                SessionSummary(
+                    session_id=sid,
+                    state="running" if record.get("state") == "running" else "dormant",
+                    workspace=str(entry.get("workspace", "")),
+                    model=str(entry.get("model", "")),
+                    approval_mode=str(entry.get("approval_mode", "")),
+                    last_updated=str(entry.get("created", "")),
+                )
+            )
+        return out
 
     def _recorded(self, workspace: str) -> list[sessions_on_disk.SessionInfo]:
         try:
@@ -655,7 +722,7 @@ class DaemonCore:
         )
         if self.node is not None:
             try:
-                live.mirror = await self.node.attach(sid, live.recording)
+                live.mirror = await self.node.attach(sid, live.recording, entry)
             except BaseException:
                 self.backends.forget(sid)
                 raise
@@ -747,6 +814,9 @@ _MONITORED = frozenset(
 )
 """The message types the monitor looks into; the others (model chunks, text) only move
 the session's position and time."""
+
+
+_ENTRY_FIELDS = frozenset(attrs.fields_dict(SessionEntry))
 
 
 def _observe(live: LiveSession, env: Envelope) -> bool:

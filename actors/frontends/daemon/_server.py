@@ -137,6 +137,8 @@ async def serve(config: DaemonConfig, *, task_status: trio.TaskStatus[Daemon] = 
                             conn_nursery.start_soon(_accept, daemon, listener, conn_nursery, token)
                         if config.handle_signals:
                             conn_nursery.start_soon(_watch_signals, core)
+                        if node is not None:
+                            await _join_cluster(daemon, node, conn_nursery)
                         for host, port in daemon.tcp_addresses:
                             shown = f"[{host}]" if ":" in host else host
                             log.info(
@@ -255,6 +257,26 @@ async def _accept(daemon: Daemon, listener: trio.SocketListener, nursery: trio.N
             log.info("%s: tcp connection from %s", conn.address, peer)
         daemon.connections[conn.address] = conn
         nursery.start_soon(_run_connection, daemon, conn, peer)
+
+
+async def _join_cluster(daemon: Daemon, node: Any, conn_nursery: trio.Nursery) -> None:
+    """Serve the tunnels other nodes open to this one (each a connection, as a client
+    on the socket is) and take over the sessions of nodes that died."""
+    from actors.frontends.daemon._tunnel import serve_tunnels
+
+    limits = attrs.evolve(daemon.config.limits, token="")
+
+    async def run_tunnel(stream: Any, peer: str) -> None:
+        daemon.accepted += 1
+        conn = ConnectionActor(daemon.core, stream, address=f"node:{daemon.accepted}", limits=limits, daemon_info=daemon.info)
+        conn.routes = None  # the node at the other end routed the requests: they are this node's
+        conn.in_stream_first = True
+        daemon.connections[conn.address] = conn
+        log.info("%s: a tunnel from node %s", conn.address, peer)
+        await _run_connection(daemon, conn)
+
+    await conn_nursery.start(serve_tunnels, node.link, node.config.user, node.config.node_id, run_tunnel)
+    conn_nursery.start_soon(node.adopt_orphans, daemon.core.adopt)
 
 
 async def _run_connection(daemon: Daemon, conn: ConnectionActor, peer: str = "") -> None:

@@ -1,0 +1,98 @@
+"""Nodes of one cluster (``--cluster``): a session is placed on the node that serves its
+workspace, and a client attached to any node lists, follows, prompts, approves and
+cancels it there (through a tunnel over NATS). Real nats-server, two daemons."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from actors.cluster.servers import NatsServer
+from actors.frontends.daemon import Daemon, serve
+from actors.frontends.daemon._cluster import ClusterConfig
+from actors.frontends.daemon.client import DaemonError
+from bus.messages import ApprovalRequested, TurnEnded
+from tests.cluster import conftest as cluster_fixtures
+from tests.frontends.daemon._helpers import (
+    call_response,
+    client_of,
+    config_for,
+    events_until,
+    text_response,
+    write_responses,
+)
+
+nats_server = cluster_fixtures.nats_server
+USER = "ann"
+
+
+@asynccontextmanager
+async def node(root: Path, url: str, node_id: str, **cluster: Any) -> AsyncIterator[Daemon]:
+    config = attrs.evolve(
+        config_for(root),
+        cluster=ClusterConfig(url=url, user=USER, node_id=node_id, renew_every_s=0.5, **cluster),
+    )
+    async with trio.open_nursery() as nursery:
+        daemon: Daemon = await nursery.start(serve, config)
+        try:
+            yield daemon
+        finally:
+            daemon.stop("test over")
+
+
+async def test_a_session_placed_on_the_node_that_serves_it_is_driven_from_another(home: Path, nats_server: NatsServer) -> None:
+    ws = home / "ws"
+    fake = write_responses(
+        home / "f.responses",
+        call_response("write_file", {"file_path": "notes.txt", "content": "milk\n"}),
+        text_response("done ", "there"),
+        text_response("second"),
+    )
+    with trio.fail_after(60):
+        async with node(home / "b", nats_server.url, "node-b", serves=(str(ws),)) as b, node(
+            home / "a", nats_server.url, "node-a", serves=()
+        ) as a, client_of(home / "a") as client:
+            ready = await client.create_session(str(ws), fake_responses=str(fake), approval_mode="default", model="gemini-2.5-flash")
+            sid = ready.session_id
+            assert sid in b.core.sessions and sid not in a.core.sessions
+            listed = {s.session_id: s.state for s in (await client.list_sessions()).sessions}
+            assert listed.get(sid) == "running"
+            await client.subscribe(sid, from_seq=1)
+            await client.prompt(sid, "run it")
+            asked = await events_until(client, lambda m: isinstance(m, ApprovalRequested))
+            question = asked[-1].message
+            assert isinstance(question, ApprovalRequested)
+            await client.answer(sid, question.correlation_id, "proceed_once")
+            turn = await events_until(client)
+            assert (ws / "notes.txt").read_text() == "milk\n"
+            settled = [e.message for e in turn if type(e.message).__name__ == "ApprovalSettled"]
+            assert settled and settled[0].outcome == "proceed_once"
+            assert "done there" in "".join(getattr(e.message, "text", "") for e in turn)
+            seqs = [e.seq for e in asked + turn]
+            assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+            # Cancel through node a: the turn on node b ends cancelled.
+            await client.prompt(sid, "again")
+            await client.cancel(sid)
+            ended = (await events_until(client))[-1].message
+            assert isinstance(ended, TurnEnded)
+            # The mode of the session is set where it runs.
+            await client.set_mode(sid, "yolo")
+            assert b.core.sessions[sid].entry.approval_mode == "yolo"
+            live = b.core.sessions[sid]
+            await client.end_session(sid)
+            await live.stopped.wait()
+            assert sid not in b.core.sessions
+
+
+async def test_a_workspace_no_node_serves_is_refused_clearly(home: Path, nats_server: NatsServer) -> None:
+    with trio.fail_after(30):
+        async with node(home / "a", nats_server.url, "node-a", serves=(str(home / "elsewhere"),)), client_of(home / "a") as client:
+            with pytest.raises(DaemonError, match="no node of the cluster serves the workspace"):
+                await client.create_session(str(home / "ws"))
+            assert (await client.list_sessions()).sessions == ()
