@@ -21,7 +21,7 @@ from actors.frontends.daemon import main
 from actors.frontends.daemon.client import open_client
 from actors.frontends.daemon.paths import DaemonPaths, lock_is_held, read_pid
 from tests.cluster.conftest import binary_or_skip
-from tests.frontends.daemon._procs import agentbus, ends_within, env_for
+from tests.frontends.daemon._procs import agentbus, daemon_process, ends_within, env_for
 
 BOUND_S = 30
 
@@ -220,3 +220,16 @@ async def test_a_worker_that_cannot_start_again_is_tried_again_until_it_can(home
             worker = DaemonPaths(nodes / "1")
             await until(lambda: read_pid(worker) not in (None, front.workers[1]) and lock_is_held(worker))
             assert await worker_answers(home, 1) == read_pid(worker)
+
+
+async def test_sigterm_of_a_front_in_the_foreground_stops_its_workers_before_it_exits(home: Path) -> None:
+    binary_or_skip()
+    with trio.fail_after(BOUND_S):
+        async with daemon_process(home, "--workers", "1") as front:
+            children = processes_of(home)
+            assert len(children) == 3  # the front, its worker, its nats-server
+            front.proc.send_signal(signal.SIGTERM)
+            assert await front.proc.wait() == 0
+            assert processes_of(home) == []
+            await front.drain()
+            assert b"workers and nats-server stopped" in front.log
