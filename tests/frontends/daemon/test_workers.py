@@ -20,7 +20,9 @@ import trio
 from actors.frontends.daemon import main
 from actors.frontends.daemon.client import open_client
 from actors.frontends.daemon.paths import DaemonPaths, lock_is_held, read_pid
+from actors.recording import recording_path
 from tests.cluster.conftest import binary_or_skip
+from tests.frontends.daemon._helpers import client_of, events_until, text_response, write_responses
 from tests.frontends.daemon._procs import agentbus, daemon_process, ends_within, env_for
 
 BOUND_S = 30
@@ -233,3 +235,19 @@ async def test_sigterm_of_a_front_in_the_foreground_stops_its_workers_before_it_
             assert processes_of(home) == []
             await front.drain()
             assert b"workers and nats-server stopped" in front.log
+
+
+async def test_a_session_started_through_the_front_runs_on_a_worker(home: Path) -> None:
+    fake = write_responses(home / "f.responses", text_response("from ", "a worker"))
+    with trio.fail_after(BOUND_S):
+        async with front_of(home, 2) as front, client_of(home) as client:
+            ready = await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")
+            sid = ready.session_id
+            await client.subscribe(sid, from_seq=1)
+            await client.prompt(sid, "where do you run?")
+            turn = await events_until(client)
+            assert "from a worker" in "".join(getattr(e.message, "text", "") for e in turn)
+            ran_on = [i for i in front.workers if recording_path(home / "data" / "nodes" / str(i), sid).exists()]
+            assert len(ran_on) == 1 and not recording_path(home / "data", sid).exists()
+            status = await trio.to_thread.run_sync(lambda: agentbus(home, "daemon", "status"))
+            assert f"worker {ran_on[0]}: pid {front.workers[ran_on[0]]}, running, 1 session(s)" in status.stdout
