@@ -210,7 +210,7 @@ class Tunnel:
         self.inbound, self.outbound = tunnel_subjects(user, self.id)
         self._inbox: Inbox | None = None
         self._closed = False
-        self._sent = trio.Event()
+        self._gone = False
 
     async def open(self, client: str, peer: str) -> None:
         from actors.cluster import ClusterError
@@ -236,7 +236,6 @@ class Tunnel:
             await _publish_chunks(self.link, self.inbound, data)
         except ClusterError as exc:
             raise TunnelLost(f"node {self.node_id}: {exc}") from None
-        self._sent.set()
 
     async def run(self, deliver: Callable[[list[bytes]], Awaitable[None]]) -> None:
         """Deliver A's frames (complete lines, each with its newline) until A closes the
@@ -247,7 +246,7 @@ class Tunnel:
         inbox = self._inbox
         buffer = b""
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._ping)
+            nursery.start_soon(self._ping, nursery.cancel_scope)
             try:
                 while True:
                     with trio.move_on_after(DEAD_S) as waited:
@@ -271,12 +270,20 @@ class Tunnel:
             finally:
                 self._closed = True
                 nursery.cancel_scope.cancel()
+        if self._gone:
+            raise TunnelLost(f"node {self.node_id} is gone (its process ended)")
 
-    async def _ping(self) -> None:
+    async def _ping(self, tunnel: trio.CancelScope) -> None:
         from actors.cluster import ClusterError
+        from actors.frontends.daemon._cluster import gone_from_this_machine
 
         while True:
             await trio.sleep(PING_S)
+            if gone_from_this_machine(self.node_id):
+                # A node of this machine that died is known at once, not after DEAD_S.
+                self._gone = True
+                tunnel.cancel()
+                return
             try:
                 await self.link.publish(self.inbound, b"", headers={HEADER: "ping"})
             except ClusterError:

@@ -4,6 +4,8 @@ cancels it there (through a tunnel over NATS). Real nats-server, two daemons."""
 
 from __future__ import annotations
 
+import getpass
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,11 +15,14 @@ import attrs
 import pytest
 import trio
 
+from actors.cluster import Journal, open_link
 from actors.cluster.servers import NatsServer
 from actors.frontends.daemon import Daemon, serve
 from actors.frontends.daemon._cluster import ClusterConfig
 from actors.frontends.daemon.client import DaemonError
-from bus.messages import ApprovalRequested, TurnEnded
+from actors.recording._lines import line_seq
+from bus.codec import encode
+from bus.messages import ApprovalRequested, SessionOpened, TextStreamed, TurnEnded
 from tests.cluster import conftest as cluster_fixtures
 from tests.frontends.daemon._helpers import (
     call_response,
@@ -27,9 +32,10 @@ from tests.frontends.daemon._helpers import (
     text_response,
     write_responses,
 )
+from tests.frontends.daemon._procs import daemon_process
 
 nats_server = cluster_fixtures.nats_server
-USER = "ann"
+USER = getpass.getuser()  # as a node started from the command line names it
 
 
 @asynccontextmanager
@@ -96,3 +102,51 @@ async def test_a_workspace_no_node_serves_is_refused_clearly(home: Path, nats_se
             with pytest.raises(DaemonError, match="no node of the cluster serves the workspace"):
                 await client.create_session(str(home / "ws"))
             assert (await client.list_sessions()).sessions == ()
+
+
+async def test_a_node_killed_mid_stream_its_session_resumes_on_another_and_the_client_follows_on(
+    home: Path, nats_server: NatsServer
+) -> None:
+    """kill -9 of the node running a session while it streams: every message the client
+    got is in the cluster's stream, another node serving the workspace takes the session
+    over from it, and the client (on a third node) keeps its subscription: it follows
+    on from where it was, without a duplicate, and its next prompt is answered there."""
+    ws = home / "ws"
+    fake = write_responses(
+        home / "f.responses",
+        text_response(*(f"chunk{i} " for i in range(40))),
+        text_response("after ", "the move"),
+    )
+    (home / "b" / "ws").mkdir(parents=True)
+    with trio.fail_after(90):
+        async with daemon_process(home / "b", "--cluster", nats_server.url) as b, node(
+            home / "a", nats_server.url, "node-a", serves=()
+        ), client_of(home / "a") as client:
+            ready = await client.create_session(
+                str(ws), fake_responses=str(fake), model="gemini-2.5-flash", fake_chunk_delay_ms=50
+            )
+            sid = ready.session_id
+            async with node(home / "c", nats_server.url, "node-c") as c:
+                await client.subscribe(sid, from_seq=1)
+                await client.prompt(sid, "stream")
+                seen = await events_until(client, lambda m: isinstance(m, TextStreamed) and "chunk3" in m.text)
+                b.proc.send_signal(signal.SIGKILL)
+                killed_at = trio.current_time()
+                await b.proc.wait()
+                # The client follows on: the session, resumed on node c, opens again.
+                more = await events_until(client, lambda m: isinstance(m, SessionOpened))
+                took = trio.current_time() - killed_at
+                assert sid in c.core.sessions
+                await client.prompt(sid, "and now?")
+                after = await events_until(client)
+                # Node c answers (its fake backend reads the file from its start, as a
+                # resumed session's does): the whole answer this time.
+                assert "chunk39" in "".join(getattr(e.message, "text", "") for e in after)
+                assert c.core.sessions[sid].mirror.node.config.node_id == "node-c"
+            seqs = [e.seq for e in seen + more + after]
+            assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), seqs
+            async with open_link(nats_server.url) as link:
+                stored = {line_seq(line): line for _, line in await Journal(link, getpass.getuser(), sid).lines()}
+            for env in seen:  # every message the client got before the kill is in the stream
+                assert env.seq in stored and encode(env.message) in stored[env.seq].decode(), env
+            print(f"failover: kill -9 -> session open on node c in {took:.2f} s")
