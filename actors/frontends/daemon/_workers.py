@@ -353,7 +353,9 @@ class Front:
         from actors.cluster.servers import NatsServer
 
         server = NatsServer(name="agentbus", store=self.layout.nats_store, port=self.port, extra=("-c", str(self.layout.nats_conf)))
-        self.layout.nats_store.mkdir(parents=True, exist_ok=True)
+        for folder in (self.layout.nats_store.parent, self.layout.nats_store):  # the sessions' streams: this user's only
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            folder.chmod(0o700)
         read_end, write_end = os.pipe()
         try:
             self.nats = _spawn("nats-server", server.argv(), stdout=subprocess.DEVNULL, stderr=write_end)

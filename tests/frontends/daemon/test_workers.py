@@ -112,6 +112,7 @@ async def test_workers_start_behind_the_socket_with_a_private_token_and_stop_lea
             token = front.token_file.read_text().strip()
             assert front.token_file.parent == front.run and stat.S_IMODE(front.token_file.stat().st_mode) == 0o600
             assert not any(token.encode() in cmdline(pid) for pid in front.children)  # ps shows command lines
+            assert stat.S_IMODE((home / "data" / "cluster" / "nats").stat().st_mode) == 0o700
             with pytest.raises(Unauthorized):
                 async with open_link(front.url):
                     pass
