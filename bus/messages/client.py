@@ -34,7 +34,9 @@ class SessionSummary:
     state: SessionState
     """``running`` (its actors run in the daemon), ``dormant`` (the daemon will resume it
     from its recording when a client touches it) or ``recorded`` (a recording of this
-    workspace that the daemon never ran; ``LoadSession`` resumes it)."""
+    workspace that the daemon never ran; ``LoadSession`` resumes it); on a cluster,
+    ``interrupted``: its node went away and no node that serves its workspace has taken
+    it over yet (one that joins will)."""
     workspace: str = ""
     model: str = ""
     approval_mode: str = ""

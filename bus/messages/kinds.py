@@ -125,7 +125,7 @@ AgentTerminateMode: TypeAlias = Literal[
 ]
 """How a subagent's run ended (Gemini CLI's ``AgentTerminateMode``)."""
 
-SessionState: TypeAlias = Literal["running", "dormant", "recorded"]
+SessionState: TypeAlias = Literal["running", "dormant", "recorded", "interrupted"]
 """A session as the daemon lists it."""
 
 McpServerState: TypeAlias = Literal["connected", "disconnected", "error"]

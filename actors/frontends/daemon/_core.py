@@ -73,6 +73,7 @@ from bus.messages import (
     ProtocolErrorCode,
     ScheduleBatch,
     SessionClosed,
+    SessionState,
     SessionSummary,
     SubmitPrompt,
     ToolCallUpdated,
@@ -435,10 +436,13 @@ class DaemonCore:
             entry = record["entry"]
             if sid in known or (wanted is not None and entry.get("workspace") != wanted):
                 continue
+            state: SessionState = "dormant"
+            if record.get("state") == "running":
+                state = "running" if await self.node.owner(sid) is not None else "interrupted"
             out.append(
                 SessionSummary(
                     session_id=sid,
-                    state="running" if record.get("state") == "running" else "dormant",
+                    state=state,
                     workspace=str(entry.get("workspace", "")),
                     model=str(entry.get("model", "")),
                     approval_mode=str(entry.get("approval_mode", "")),

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from actors.frontends.daemon._cluster import gone_from_this_machine
 from actors.frontends.daemon._core import RequestError
 from actors.recording._lines import line_seq
 from bus import CodecError
@@ -114,7 +115,7 @@ class Routes:
             self.routes.pop(root, None)
             return False
         target: str | None = self.routes.get(root)
-        if target is None or target not in self.remotes:
+        if target is None or target not in self.remotes or gone_from_this_machine(target):
             target = await self.node.owner(root)
         if target is None or target == self.me:
             if not isinstance(msg, LoadSession | Subscribe):

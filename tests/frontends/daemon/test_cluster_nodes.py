@@ -150,3 +150,32 @@ async def test_a_node_killed_mid_stream_its_session_resumes_on_another_and_the_c
             for env in seen:  # every message the client got before the kill is in the stream
                 assert env.seq in stored and encode(env.message) in stored[env.seq].decode(), env
             print(f"failover: kill -9 -> session open on node c in {took:.2f} s")
+
+
+async def test_with_no_node_left_for_its_workspace_a_session_waits_interrupted_until_one_joins(
+    home: Path, nats_server: NatsServer
+) -> None:
+    ws = home / "ws"
+    fake = write_responses(home / "f.responses", text_response("one"), text_response("two"))
+    (home / "b" / "ws").mkdir(parents=True)
+    with trio.fail_after(60):
+        async with node(home / "a", nats_server.url, "node-a", serves=()), client_of(home / "a") as client:
+            async with daemon_process(home / "b", "--cluster", nats_server.url) as b:
+                ready = await client.create_session(str(ws), fake_responses=str(fake), model="gemini-2.5-flash")
+                sid = ready.session_id
+                b.proc.send_signal(signal.SIGKILL)
+                await b.proc.wait()
+            listed = {s.session_id: s.state for s in (await client.list_sessions()).sessions}
+            assert listed[sid] == "interrupted"
+            with pytest.raises(DaemonError, match="no node of the cluster serves the workspace"):
+                await client.load_session(sid)
+            async with node(home / "c", nats_server.url, "node-c") as c:
+                with trio.fail_after(10):
+                    # Its take-over round comes every renew_every_s (a timer of node c's).
+                    while sid not in c.core.sessions:  # noqa: ASYNC110
+                        await trio.sleep(0.1)
+                listed = {s.session_id: s.state for s in (await client.list_sessions()).sessions}
+                assert listed[sid] == "running"
+                await client.subscribe(sid)
+                await client.prompt(sid, "still there?")
+                assert isinstance((await events_until(client))[-1].message, TurnEnded)
