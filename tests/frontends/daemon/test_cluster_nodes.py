@@ -15,10 +15,10 @@ import attrs
 import pytest
 import trio
 
-from actors.cluster import Journal, open_link
+from actors.cluster import Credentials, Journal, open_link
 from actors.cluster.servers import NatsServer
 from actors.frontends.daemon import Daemon, serve
-from actors.frontends.daemon._cluster import ClusterConfig
+from actors.frontends.daemon._cluster import ClusterConfig, ClusterStartError, open_node
 from actors.frontends.daemon.client import DaemonError
 from actors.recording._lines import line_seq
 from bus.codec import encode
@@ -42,7 +42,7 @@ USER = getpass.getuser()  # as a node started from the command line names it
 async def node(root: Path, url: str, node_id: str, **cluster: Any) -> AsyncIterator[Daemon]:
     config = attrs.evolve(
         config_for(root),
-        cluster=ClusterConfig(url=url, user=USER, node_id=node_id, renew_every_s=0.5, **cluster),
+        cluster=ClusterConfig(url=url, **{"user": USER, "node_id": node_id, "renew_every_s": 0.5, **cluster}),
     )
     async with trio.open_nursery() as nursery:
         daemon: Daemon = await nursery.start(serve, config)
@@ -179,3 +179,60 @@ async def test_with_no_node_left_for_its_workspace_a_session_waits_interrupted_u
                 await client.subscribe(sid)
                 await client.prompt(sid, "still there?")
                 assert isinstance((await events_until(client))[-1].message, TurnEnded)
+
+
+ACCOUNTS = """
+accounts {
+  ANN: { jetstream: enabled, users: [ { user: ann, password: "ann-secret" } ] }
+  BOB: { jetstream: enabled, users: [ { user: bob, password: "bob-secret" } ] }
+}
+"""
+
+
+async def test_a_user_reaches_only_their_sessions_one_nats_account_each(home: Path, nursery: trio.Nursery) -> None:
+    """The NATS server keeps each user's subjects, streams and buckets apart (an
+    account each, docs/cluster.md): bob's node neither lists nor opens ann's session,
+    and a node without credentials is refused."""
+    cluster_fixtures.binary_or_skip()
+    config = home / "accounts.conf"
+    config.write_text(ACCOUNTS)
+    server = NatsServer(name="accounts", store=home / "nats", extra=("-c", str(config)))
+    await server.start(nursery)
+    ws = home / "ws"
+    fake = write_responses(home / "f.responses", text_response("for ann"))
+    with trio.fail_after(60):
+        async with node(
+            home / "ann", server.url, "ann-node", user="ann", credentials=Credentials(user="ann", password="ann-secret")
+        ), node(
+            home / "bob", server.url, "bob-node", user="bob", credentials=Credentials(user="bob", password="bob-secret")
+        ), client_of(home / "ann") as ann, client_of(home / "bob") as bob:
+            sid = (await ann.create_session(str(ws), fake_responses=str(fake), model="gemini-2.5-flash")).session_id
+            assert sid in {s.session_id for s in (await ann.list_sessions()).sessions}
+            assert sid not in {s.session_id for s in (await bob.list_sessions()).sessions}
+            with pytest.raises(DaemonError):
+                await bob.subscribe(sid)
+            with pytest.raises(DaemonError):
+                await bob.prompt(sid, "let me in")
+        with pytest.raises(ClusterStartError, match="refused the credentials|[Aa]uthoriz"):
+            async with open_node(ClusterConfig(url=server.url, user="ann", node_id="anon-node")):
+                pass
+    await server.stop()
+
+
+async def test_frames_over_the_servers_message_limit_cross_a_tunnel_whole(home: Path, nats_server: NatsServer) -> None:
+    """A prompt of 3 MB (NATS takes 1 MB a message) reaches the session on the other
+    node whole, and its echo comes back whole; the stream holds it as parts."""
+    ws = home / "ws"
+    fake = write_responses(home / "f.responses", text_response("got it"))
+    text = "x" * (3 << 20) + "-end ✓"
+    with trio.fail_after(60):
+        async with node(home / "b", nats_server.url, "node-b", serves=(str(ws),)) as b, node(
+            home / "a", nats_server.url, "node-a", serves=()
+        ), client_of(home / "a") as client:
+            sid = (await client.create_session(str(ws), fake_responses=str(fake), model="gemini-2.5-flash")).session_id
+            await client.subscribe(sid)
+            await client.prompt(sid, text)
+            turn = await events_until(client)
+            echoed = [e.message for e in turn if type(e.message).__name__ == "SubmitPrompt"]
+            assert echoed and echoed[0].display_text == text
+            assert sid in b.core.sessions
