@@ -29,69 +29,141 @@ protocol (messages, codec, numbering) and these helpers are not part of the prot
 the design card keeps the top level to ``actors/``, ``bus/``, ``tests/``, ``scenarios/``.
 """
 
-from ._ansi import strip_ansi
-from ._bash import (
-    REDIRECTION_NAMES,
-    CommandDetail,
-    CommandParse,
-    command_roots,
-    has_redirection,
-    parse_command_details,
-    split_commands,
-)
-from ._env import ALWAYS_ALLOWED_VARIABLES, NEVER_ALLOWED_VARIABLES, env_redacted
-from ._js import (
-    JS_WHITESPACE,
-    js_json,
-    js_number,
-    js_parse_int,
-    js_round,
-    js_to_fixed,
-    js_trim,
-    js_trim_end,
-    js_trim_start,
-    utf16_len,
-)
+from typing import TYPE_CHECKING
+
 from ._lazy import lazy_exports
-from ._model_json import json_answer
-from ._net import RETRYABLE_NETWORK_CODES, is_network_retryable
-from ._node_path import (
-    is_subpath,
-    is_within_root,
-    node_extname,
-    node_join,
-    node_relative,
-    node_resolve,
+
+if TYPE_CHECKING:
+    from ._ansi import strip_ansi
+    from ._bash import (
+        REDIRECTION_NAMES,
+        CommandDetail,
+        CommandParse,
+        command_roots,
+        has_redirection,
+        parse_command_details,
+        split_commands,
+    )
+    from ._env import ALWAYS_ALLOWED_VARIABLES, NEVER_ALLOWED_VARIABLES, env_redacted
+    from ._js import (
+        JS_WHITESPACE,
+        js_json,
+        js_number,
+        js_parse_int,
+        js_round,
+        js_to_fixed,
+        js_trim,
+        js_trim_end,
+        js_trim_start,
+        utf16_len,
+    )
+    from ._model_json import json_answer
+    from ._net import RETRYABLE_NETWORK_CODES, is_network_retryable
+    from ._node_path import (
+        is_subpath,
+        is_within_root,
+        node_extname,
+        node_join,
+        node_relative,
+        node_resolve,
+    )
+    from ._procs import (
+        child_process_groups,
+        descendants,
+        group_has_live_members,
+        group_members,
+        signal_group,
+        spawn_error,
+    )
+    from ._regex import JsRegexError, compile_js_regex, js_regex_to_python
+    from ._shell import escape_shell_arg, strip_shell_wrapper
+    from ._shell_quote import (
+        ShellComment,
+        ShellEntry,
+        ShellGlob,
+        ShellOp,
+        ShellQuoteError,
+        entry_text,
+        shell_quote_parse,
+        shell_words,
+    )
+    from ._truncation import (
+        format_count,
+        format_truncated_output,
+        split_budget,
+        truncation_text,
+        utf16_head,
+        utf16_tail,
+    )
+    from ._untrusted import UNTRUSTED_CLOSE, UNTRUSTED_OPEN, escape_untrusted, wrap_untrusted
+
+# Each helper's module is imported when one of its names is first used: a run imports
+# only the helpers it calls (a headless prompt needs neither the bash grammar nor the
+# shell's environment rules).
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "strip_ansi": "._ansi",
+        "REDIRECTION_NAMES": "._bash",
+        "CommandDetail": "._bash",
+        "CommandParse": "._bash",
+        "command_roots": "._bash",
+        "has_redirection": "._bash",
+        "parse_command_details": "._bash",
+        "split_commands": "._bash",
+        "ALWAYS_ALLOWED_VARIABLES": "._env",
+        "NEVER_ALLOWED_VARIABLES": "._env",
+        "env_redacted": "._env",
+        "JS_WHITESPACE": "._js",
+        "js_json": "._js",
+        "js_number": "._js",
+        "js_parse_int": "._js",
+        "js_round": "._js",
+        "js_to_fixed": "._js",
+        "js_trim": "._js",
+        "js_trim_end": "._js",
+        "js_trim_start": "._js",
+        "utf16_len": "._js",
+        "json_answer": "._model_json",
+        "RETRYABLE_NETWORK_CODES": "._net",
+        "is_network_retryable": "._net",
+        "is_subpath": "._node_path",
+        "is_within_root": "._node_path",
+        "node_extname": "._node_path",
+        "node_join": "._node_path",
+        "node_relative": "._node_path",
+        "node_resolve": "._node_path",
+        "child_process_groups": "._procs",
+        "descendants": "._procs",
+        "group_has_live_members": "._procs",
+        "group_members": "._procs",
+        "signal_group": "._procs",
+        "spawn_error": "._procs",
+        "JsRegexError": "._regex",
+        "compile_js_regex": "._regex",
+        "js_regex_to_python": "._regex",
+        "escape_shell_arg": "._shell",
+        "strip_shell_wrapper": "._shell",
+        "ShellComment": "._shell_quote",
+        "ShellEntry": "._shell_quote",
+        "ShellGlob": "._shell_quote",
+        "ShellOp": "._shell_quote",
+        "ShellQuoteError": "._shell_quote",
+        "entry_text": "._shell_quote",
+        "shell_quote_parse": "._shell_quote",
+        "shell_words": "._shell_quote",
+        "format_count": "._truncation",
+        "format_truncated_output": "._truncation",
+        "split_budget": "._truncation",
+        "truncation_text": "._truncation",
+        "utf16_head": "._truncation",
+        "utf16_tail": "._truncation",
+        "UNTRUSTED_CLOSE": "._untrusted",
+        "UNTRUSTED_OPEN": "._untrusted",
+        "escape_untrusted": "._untrusted",
+        "wrap_untrusted": "._untrusted",
+    },
 )
-from ._procs import (
-    child_process_groups,
-    descendants,
-    group_has_live_members,
-    group_members,
-    signal_group,
-    spawn_error,
-)
-from ._regex import JsRegexError, compile_js_regex, js_regex_to_python
-from ._shell import escape_shell_arg, strip_shell_wrapper
-from ._shell_quote import (
-    ShellComment,
-    ShellEntry,
-    ShellGlob,
-    ShellOp,
-    ShellQuoteError,
-    entry_text,
-    shell_quote_parse,
-    shell_words,
-)
-from ._truncation import (
-    format_count,
-    format_truncated_output,
-    split_budget,
-    truncation_text,
-    utf16_head,
-    utf16_tail,
-)
-from ._untrusted import UNTRUSTED_CLOSE, UNTRUSTED_OPEN, escape_untrusted, wrap_untrusted
 
 __all__ = [
     "ALWAYS_ALLOWED_VARIABLES",

@@ -10,30 +10,10 @@ The lead's integration points use:
   aggregated output the way Gemini does.
 """
 
-from bus.llm_shapes import (
-    LLMShapeError,
-    apply_llm_request,
-    apply_tool_config,
-    from_llm_response,
-    modified_response,
-    synthetic_response,
-    to_llm_request,
-    to_llm_response,
-)
+from typing import TYPE_CHECKING
 
-from ._actor import HookRunnerActor, iso_timestamp
-from ._aggregate import (
-    additional_context,
-    aggregate,
-    chain_input,
-    clear_context,
-    effective_reason,
-    is_ask,
-    is_blocking,
-    should_stop,
-    tail_tool_call,
-    tool_input_override,
-)
+from actors.common import lazy_exports
+
 from ._config import (
     DEFAULT_TIMEOUT_MS,
     HOOK_EVENTS,
@@ -44,7 +24,64 @@ from ._config import (
     load_hook_config,
 )
 from ._plan import TOOL_EVENTS, TRIGGER_EVENTS, Plan
-from ._run import HookResult, parse_hook_output, run_command_hook
+
+if TYPE_CHECKING:
+    from bus.llm_shapes import (
+        LLMShapeError,
+        apply_llm_request,
+        apply_tool_config,
+        from_llm_response,
+        modified_response,
+        synthetic_response,
+        to_llm_request,
+        to_llm_response,
+    )
+
+    from ._actor import HookRunnerActor, iso_timestamp
+    from ._aggregate import (
+        additional_context,
+        aggregate,
+        chain_input,
+        clear_context,
+        effective_reason,
+        is_ask,
+        is_blocking,
+        should_stop,
+        tail_tool_call,
+        tool_input_override,
+    )
+    from ._run import HookResult, parse_hook_output, run_command_hook
+
+# The runner, the hooks' commands and the translators are imported when first used: a
+# session without hooks needs only the configuration.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "LLMShapeError": "bus.llm_shapes",
+        "apply_llm_request": "bus.llm_shapes",
+        "apply_tool_config": "bus.llm_shapes",
+        "from_llm_response": "bus.llm_shapes",
+        "modified_response": "bus.llm_shapes",
+        "synthetic_response": "bus.llm_shapes",
+        "to_llm_request": "bus.llm_shapes",
+        "to_llm_response": "bus.llm_shapes",
+        "HookRunnerActor": "._actor",
+        "iso_timestamp": "._actor",
+        "additional_context": "._aggregate",
+        "aggregate": "._aggregate",
+        "chain_input": "._aggregate",
+        "clear_context": "._aggregate",
+        "effective_reason": "._aggregate",
+        "is_ask": "._aggregate",
+        "is_blocking": "._aggregate",
+        "should_stop": "._aggregate",
+        "tail_tool_call": "._aggregate",
+        "tool_input_override": "._aggregate",
+        "HookResult": "._run",
+        "parse_hook_output": "._run",
+        "run_command_hook": "._run",
+    },
+)
 
 __all__ = [
     "DEFAULT_TIMEOUT_MS",

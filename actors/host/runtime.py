@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 import trio
 
-from actors.hooks import HookConfig, HookRunnerActor
+from actors.hooks import HookConfig
 from actors.loops import LoopDetectorActor, LoopWiring
 from actors.recorder import RecorderActor
 from actors.recording import Scrubber
@@ -242,6 +242,8 @@ async def supervise_session(
     async with trio.open_nursery() as nursery:
         if hooks is not None:
             assert addrs.hooks is not None
+            from actors.hooks import HookRunnerActor  # only a session with hooks runs them
+
             runner = (
                 cfg.hook_runner(bus, addrs.hooks)
                 if cfg.hook_runner is not None

@@ -34,12 +34,10 @@ from actors.host import runtime
 from actors.host import sessions as _sessions
 from actors.host import settings as _settings
 from actors.host.args import HeadlessArgs
-from actors.host.at_command import expand_at_references_off_loop
 from actors.host.auth import check_auth
 from actors.host.backend import make_backend
 from actors.host.context import session_context
 from actors.host.errors import FatalAuthenticationError, FatalError, FatalInputError
-from actors.host.mcp_session import McpInputError, run_prompt_command
 from actors.host.opening import open_session
 from actors.host.setup import (
     SessionSetup,
@@ -252,16 +250,20 @@ async def _prompt_for_model(
     headless slash commands), or ``@`` references expanded (files, MCP resources). An
     exit code instead when nothing goes to the model: a failure is one line on stderr
     (42, Gemini's ``FatalInputError``), ``/<prompt> help`` its text on stdout (0)."""
+    if addrs.mcp is None and "@" not in (text := _with_context(user_input, context)):
+        # No MCP server (no prompt commands, no resources) and no ``@``: the prompt as
+        # typed, without importing what commands and references need.
+        return text, [{"text": text}]
+    from actors.host.at_command import expand_at_references_off_loop
+    from actors.host.mcp_session import McpInputError, run_prompt_command
+
     try:
         ran = await run_prompt_command(addrs.mcp, user_input)
         if ran is not None and ran.prompt is None:
             stdout.write(ran.message)
             stdout.flush()
             return 0
-        text = ran.prompt if ran is not None and ran.prompt is not None else user_input
-        if context:
-            # Headless Gemini CLI puts SessionStart context in front of the prompt.
-            text = f"<hook_context>{context}</hook_context>\n\n{text}"
+        text = _with_context(ran.prompt if ran is not None and ran.prompt is not None else user_input, context)
         if ran is not None:
             return text, [{"text": text}]
         return text, await expand_at_references_off_loop(
@@ -271,6 +273,11 @@ async def _prompt_for_model(
         stderr.write(exc.message + "\n")
         stderr.flush()
         return FatalInputError.exit_code
+
+
+def _with_context(text: str, context: str | None) -> str:
+    """Headless Gemini CLI puts SessionStart context in front of the prompt."""
+    return f"<hook_context>{context}</hook_context>\n\n{text}" if context else text
 
 
 def _drain_descendants(sub: Any, session_id: str, printer: HeadlessPrinter) -> None:

@@ -1,5 +1,7 @@
 """What a headless run imports (issue #20: start-up is import-bound): not the daemon's
-protocol, nor the HTTP client and HTML parser that only a web fetch uses."""
+protocol, nor the HTTP client and HTML parser that only a web fetch uses; without hooks
+configured, not the hook runner; a prompt without ``@`` and no MCP server, not the ``@``
+expansion nor the MCP session code."""
 
 from __future__ import annotations
 
@@ -9,7 +11,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-NOT_IMPORTED = ("bus.messages.client", "bus.messages._union", "h11", "html.parser")
+NOT_IMPORTED = (
+    "bus.messages.client",
+    "bus.messages._union",
+    "h11",
+    "html.parser",
+    "actors.hooks._actor",
+    "actors.hooks._run",
+    "actors.host.at_command",
+    "actors.host.mcp_session",
+)
 
 
 def test_a_headless_run_imports_only_what_it_uses(tmp_path: Path) -> None:
