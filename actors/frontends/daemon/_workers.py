@@ -45,6 +45,7 @@ import json
 import logging
 import os
 import signal
+import stat
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -123,6 +124,8 @@ def inherited_ready_fd() -> int | None:
         return None
     fd = int(raw)
     try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):  # not the front's pipe: leave it alone
+            return None
         os.set_inheritable(fd, False)
     except OSError:
         return None

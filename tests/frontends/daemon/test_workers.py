@@ -252,3 +252,19 @@ async def test_a_session_started_through_the_front_runs_on_a_worker(home: Path) 
             assert len(ran_on) == 1 and not recording_path(home / "data", sid).exists()
             status = await trio.to_thread.run_sync(lambda: agentbus(home, "daemon", "status"))
             assert f"worker {ran_on[0]}: pid {front.workers[ran_on[0]]}, running, 1 session(s)" in status.stdout
+
+
+def test_a_ready_fd_in_the_environment_is_used_only_when_it_is_a_pipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from actors.frontends.daemon._workers import READY_FD_ENV, inherited_ready_fd
+
+    with (tmp_path / "f").open("w") as not_a_pipe:
+        monkeypatch.setenv(READY_FD_ENV, str(not_a_pipe.fileno()))
+        assert inherited_ready_fd() is None and READY_FD_ENV not in os.environ  # nor passed on
+    read_end, write_end = os.pipe()
+    try:
+        os.set_inheritable(write_end, True)
+        monkeypatch.setenv(READY_FD_ENV, str(write_end))
+        assert inherited_ready_fd() == write_end and not os.get_inheritable(write_end)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
