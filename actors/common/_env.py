@@ -4,6 +4,7 @@ same rules, so they live here once."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection
 
@@ -24,23 +25,28 @@ NEVER_ALLOWED_VARIABLES = frozenset(
         "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_ACCOUNT", "FIREBASE_PROJECT_ID",
     }
 )  # fmt: skip
-_NEVER_ALLOWED_NAME = re.compile(
-    "TOKEN|SECRET|PASSWORD|PASSWD|KEY|AUTH|CREDENTIAL|CREDS|PRIVATE|CERT", re.IGNORECASE
+_NEVER_ALLOWED_NAME = "TOKEN|SECRET|PASSWORD|PASSWD|KEY|AUTH|CREDENTIAL|CREDS|PRIVATE|CERT"
+_NEVER_ALLOWED_VALUE = (
+    r"-----BEGIN (RSA|OPENSSH|EC|PGP) PRIVATE KEY-----",
+    r"-----BEGIN CERTIFICATE-----",
+    r"(https?|ftp|smtp)://[^:\s]{1,1024}:[^@\s]{1,1024}@",
+    r"(ghp|gho|ghu|ghs|ghr|github_pat)_[a-zA-Z0-9_]{36,}",
+    r"AIzaSy[a-zA-Z0-9_\\-]{33}",
+    r"AKIA[A-Z0-9]{16}",
+    r"eyJ[a-zA-Z0-9_-]{0,10240}\.[a-zA-Z0-9_-]{0,10240}\.[a-zA-Z0-9_-]{0,10240}",
+    r"(s|r)k_(live|test)_[0-9a-zA-Z]{24}",
+    r"xox[abpr]-[a-zA-Z0-9-]+",
 )
-_NEVER_ALLOWED_VALUE = tuple(
-    re.compile(p, re.IGNORECASE)
-    for p in (
-        r"-----BEGIN (RSA|OPENSSH|EC|PGP) PRIVATE KEY-----",
-        r"-----BEGIN CERTIFICATE-----",
-        r"(https?|ftp|smtp)://[^:\s]{1,1024}:[^@\s]{1,1024}@",
-        r"(ghp|gho|ghu|ghs|ghr|github_pat)_[a-zA-Z0-9_]{36,}",
-        r"AIzaSy[a-zA-Z0-9_\\-]{33}",
-        r"AKIA[A-Z0-9]{16}",
-        r"eyJ[a-zA-Z0-9_-]{0,10240}\.[a-zA-Z0-9_-]{0,10240}\.[a-zA-Z0-9_-]{0,10240}",
-        r"(s|r)k_(live|test)_[0-9a-zA-Z]{24}",
-        r"xox[abpr]-[a-zA-Z0-9-]+",
+
+
+@functools.cache
+def _never_allowed() -> tuple[re.Pattern[str], tuple[re.Pattern[str], ...]]:
+    """The secret-looking names and values, compiled when a child's environment is first
+    built (a run that starts no child does not pay for ten regexes)."""
+    return (
+        re.compile(_NEVER_ALLOWED_NAME, re.IGNORECASE),
+        tuple(re.compile(p, re.IGNORECASE) for p in _NEVER_ALLOWED_VALUE),
     )
-)
 
 
 def env_redacted(key: str, value: str, allowed: Collection[str], blocked: Collection[str], strict: bool) -> bool:
@@ -50,7 +56,8 @@ def env_redacted(key: str, value: str, allowed: Collection[str], blocked: Collec
     key = key.upper()
     if key.startswith("GEMINI_CLI_"):
         return False
-    if value and any(p.search(value.upper()) for p in _NEVER_ALLOWED_VALUE):
+    secret_name, secret_values = _never_allowed()
+    if value and any(p.search(value.upper()) for p in secret_values):
         return True
     if key.startswith("GIT_CONFIG_") or key in allowed:
         return False
@@ -60,4 +67,4 @@ def env_redacted(key: str, value: str, allowed: Collection[str], blocked: Collec
         return False
     if key in NEVER_ALLOWED_VARIABLES or strict:
         return True
-    return _NEVER_ALLOWED_NAME.search(key) is not None
+    return secret_name.search(key) is not None
