@@ -161,7 +161,9 @@ def _tool_name_warning(name: str, known: Collection[str]) -> str | None:
     if _is_valid_tool_name(name, known):
         return None
     candidates = list(dict.fromkeys([*BUILTIN_TOOL_NAMES, *known]))
-    if min(levenshtein(name, c) for c in candidates) > 3:
+    # A distance is at least the difference in length: names longer or shorter by more
+    # than 3 need no distance worked out (the default policies' subagent names did).
+    if not any(abs(len(name) - len(c)) <= 3 and levenshtein(name, c) <= 3 for c in candidates):
         return None  # far from every known name: probably a dynamic tool, not a typo
     return f'unrecognized tool name "{name}".{tool_suggestion(name, candidates)}'
 
