@@ -37,10 +37,15 @@ MAX_ENTRIES = 4000
 classes of sources long changed do not pile up)."""
 
 
-def cache_path() -> str:
+def cache_path() -> str | None:
+    """The cache file; None when there is no absolute place for it (no home directory)."""
     from importlib.util import MAGIC_NUMBER
 
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):  # unset, or relative: the XDG spec says to ignore it
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+    if not os.path.isabs(base):
+        return None
     optimised = f"-O{sys.flags.optimize}" if sys.flags.optimize else ""
     return os.path.join(base, "agentbus", f"attrs-methods-{MAGIC_NUMBER.hex()}{optimised}.marshal")
 
@@ -62,6 +67,8 @@ def reuse_compiled_methods(path: str | None = None) -> bool:
         getattr(__future__, name).compiler_flag for name in __future__.all_feature_names
     )
     path = cache_path() if path is None else path
+    if path is None:
+        return False
     stored = _read(path)
     used: dict[str, Entry] = {}
     fresh: dict[str, Entry] = {}

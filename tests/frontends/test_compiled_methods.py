@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 PRELUDE = """
@@ -104,3 +106,17 @@ print(Point(x=1), len(compiled))
     unwritable = tmp_path / "file" / "methods.marshal"
     (tmp_path / "file").write_text("a file where the cache's directory would be")
     assert run(define, unwritable, 1) == ["Point(x=1)", "1"]
+
+
+def test_the_cache_lives_in_the_users_cache_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actors.frontends._compiled_methods import cache_path
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert str(cache_path()).startswith(f"{tmp_path / 'cache' / 'agentbus'}/attrs-methods-")
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # ignored, as the XDG spec says
+    assert str(cache_path()).startswith(f"{tmp_path / 'home' / '.cache' / 'agentbus'}/")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert str(cache_path()).startswith(f"{tmp_path / 'home' / '.cache' / 'agentbus'}/")
