@@ -30,7 +30,7 @@ attached to any node, failover.
 
 from __future__ import annotations
 
-from actors.cluster._nats import Credentials, NatsLink, open_link
+from actors.cluster._nats import Bucket, CoreMessage, Credentials, Inbox, NatsLink, open_link
 from actors.cluster.errors import (
     ClusterError,
     Fenced,
@@ -45,7 +45,10 @@ from actors.cluster.journal import Journal
 from actors.cluster.lease import Lease, SessionLease
 
 __all__ = [
+    "Bucket",
     "ClusterError",
+    "CoreMessage",
+    "Inbox",
     "Credentials",
     "Fenced",
     "Journal",

@@ -38,12 +38,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from actors.frontends.daemon._core import RequestError
-from actors.recording._lines import line_seq
+from actors.frontends.daemon._core import HeldElsewhere, RequestError
+from actors.recording import line_seq
 
 if TYPE_CHECKING:
-    from actors.cluster import Journal, Lease, NatsLink, SessionLease
-    from actors.cluster._nats import Bucket
+    from actors.cluster import Bucket, Journal, Lease, NatsLink, SessionLease
 
 log = logging.getLogger("agentbus.daemon")
 
@@ -363,10 +362,10 @@ class ClusterNode:
             try:
                 mirror.lease = await self._acquire(session_id)
             except Taken as exc:
-                raise RequestError(
-                    "busy",
+                raise HeldElsewhere(
                     f"session {session_id!r} is held by node {exc.owner or '?'} of the cluster "
                     f"(a node that is gone loses it within {self.config.lease_ttl_s:g} s)",
+                    exc.owner,
                 ) from None
             except ClusterError as exc:
                 raise RequestError("failed", f"the cluster cannot take session {session_id!r}: {exc}") from None
@@ -382,7 +381,7 @@ class ClusterNode:
     async def _acquire(self, session_id: str) -> Lease:
         """The session's lease; one a daemon of this machine that is gone (killed)
         holds is taken over at once rather than after its TTL."""
-        from actors.cluster import Taken
+        from actors.cluster import LeaseLost, Taken
         from actors.cluster.lease import lease_key
 
         try:
@@ -392,9 +391,12 @@ class ClusterNode:
                 raise
             key = lease_key(session_id)
             held = await self.leases.store.get(key)
-            if held is None or held[0].decode("utf-8", "replace") != exc.owner:
-                raise
-            await self.leases.store.delete(key, last=held[1])  # only that holder's revision
+            if held is not None and held[0].decode("utf-8", "replace") != exc.owner:
+                # Another node took it from the dead holder first: it is that node's.
+                raise Taken(str(exc), owner=held[0].decode("utf-8", "replace")) from None
+            if held is not None:
+                with contextlib.suppress(LeaseLost):  # another node deleted it first
+                    await self.leases.store.delete(key, last=held[1])  # only that holder's revision
             log.info("session %s: its lease was held by %s, a daemon of this machine that is gone; taken over", session_id, exc.owner)
             return await self.leases.acquire(session_id, self.config.node_id)
 

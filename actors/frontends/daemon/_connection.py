@@ -50,7 +50,13 @@ import attrs
 import trio
 
 from actors.frontends.daemon._catchup import is_client_event
-from actors.frontends.daemon._core import DaemonCore, LiveSession, RequestError, auth_env_from
+from actors.frontends.daemon._core import (
+    DaemonCore,
+    HeldElsewhere,
+    LiveSession,
+    RequestError,
+    auth_env_from,
+)
 from actors.frontends.daemon._protocol import MAX_FRAME, ConnectionRules, FrameSplitter
 from actors.host.at_command import expand_at_references_off_loop
 from actors.host.mcp_session import McpInputError, run_prompt_command
@@ -482,9 +488,18 @@ class ConnectionActor:
             raise RequestError("invalid", exc.message) from None
 
     async def _dispatch(self, msg: Message, port: Port) -> None:
-        core = self.core
         if self.routes is not None and await self.routes.route(msg):
             return  # another node of the cluster answers it (``_routing``)
+        try:
+            await self._dispatch_here(msg, port)
+        except HeldElsewhere as exc:
+            if self.routes is None or not exc.owner or isinstance(msg, CreateSession):
+                raise  # (a new session whose id another node holds is refused)
+            # Another node took the session meanwhile (a take-over race): it answers.
+            await self.routes.send(exc.owner, msg)
+
+    async def _dispatch_here(self, msg: Message, port: Port) -> None:
+        core = self.core
         match msg:
             case Hello():
                 await self._send(

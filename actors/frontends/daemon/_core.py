@@ -99,6 +99,15 @@ class RequestError(Exception):
         self.message = message
 
 
+class HeldElsewhere(RequestError):
+    """The session is another node's (``owner``, its lease's holder): a request this
+    node was about to run there goes to that node instead (``_routing``)."""
+
+    def __init__(self, message: str, owner: str) -> None:
+        super().__init__("busy", message)
+        self.owner = owner
+
+
 def now_iso(at: float | None = None) -> str:
     moment = datetime.datetime.now(datetime.UTC) if at is None else datetime.datetime.fromtimestamp(at, datetime.UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -282,8 +291,14 @@ class DaemonCore:
         with self._reserve(session_id):
             entry = self.registry.get(session_id)
             path = recording_path(self.data_dir, session_id)
+            fresh = False
             if self.node is not None:
+                known_here = entry is not None
                 entry = await self._from_cluster(session_id, path, entry)
+                # A session of another node that died before a line of it reached the
+                # stream: no client saw any of it (a client of another node sees what
+                # is in the stream), so it starts afresh here.
+                fresh = not known_here and entry is not None and not await trio.Path(path).exists()
             # Recordings are read in a worker thread: a long one would stall every session.
             if entry is None:
                 entry = await trio.to_thread.run_sync(self._entry_from_recording, session_id, path)
@@ -293,7 +308,7 @@ class DaemonCore:
                     fake_responses=_absolute(fake_responses, Path(entry.workspace)),
                     fake_chunk_delay_ms=fake_chunk_delay_ms,
                 )
-            history = await trio.to_thread.run_sync(self._history, path)
+            history = () if fresh else await trio.to_thread.run_sync(self._history, path)
             servers = _client_mcp_servers(mcp_servers, Path(entry.workspace))
             live = await self._start(entry, history=history, source="resume", auth_env=auth_env, mcp_servers=servers)
         self._remember(entry)

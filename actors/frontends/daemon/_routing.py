@@ -27,7 +27,7 @@ import trio
 
 from actors.frontends.daemon._cluster import gone_from_this_machine
 from actors.frontends.daemon._core import RequestError
-from actors.recording._lines import line_seq
+from actors.recording import line_seq
 from bus import CodecError
 from bus.codec import decode, encode
 from bus.messages import (
@@ -88,6 +88,8 @@ class Routes:
         self.routes: dict[str, str] = {}
         """Root session id -> the node its requests go to."""
         self._opening: dict[str, trio.Event] = {}
+        self._rerouted: set[Any] = set()
+        """Request ids sent on to a session's owner after another node refused them."""
 
     @property
     def me(self) -> str:
@@ -235,6 +237,12 @@ class Routes:
                 continue
             if isinstance(msg, DaemonStopping | Welcome):
                 continue  # the other node's, not this client's daemon's
+            if isinstance(msg, ProtocolError) and msg.code == "busy" and isinstance(rid, str) and rid in remote.pending:
+                # Refused because another node took the session meanwhile (a take-over
+                # race): the request goes to that node instead, once.
+                sent = remote.pending.pop(rid)
+                if await self._send_to_owner(remote, sent):
+                    continue
             if isinstance(rid, str):
                 remote.pending.pop(rid, None)
             if isinstance(msg, SessionReady):
@@ -247,6 +255,27 @@ class Routes:
             out.append(line)
         if out:
             await self.conn._send_frame(b"".join(out))
+
+    async def _send_to_owner(self, refused_by: _Remote, msg: Any) -> bool:
+        """Send ``msg``, which ``refused_by`` refused as busy, to the session's owner if
+        that is another node (and this request was not sent on already); whether it was."""
+        rid = getattr(msg, "request_id", None)
+        sid = getattr(msg, "session_id", "") or ""
+        if not sid or rid in self._rerouted:
+            return False
+        if isinstance(msg, Subscribe) and refused_by.subscriptions.get(sid) is msg:
+            del refused_by.subscriptions[sid]
+        owner = await self.node.owner(_root(sid))
+        if owner is None or owner == refused_by.node_id:
+            return False
+        self._rerouted.add(rid)
+        if owner == self.me:
+            return False  # this node's now: the client asks again and it answers
+        try:
+            await self.send(owner, msg)
+        except RequestError:
+            return False
+        return True
 
     async def _take_up(self, sid: str, sub: Subscribe, after: int | None, gone: str) -> None:
         """Subscribe again to ``sid`` where its node that went away left it."""

@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 if TYPE_CHECKING:
-    from actors.cluster import NatsLink
-    from actors.cluster._nats import Inbox
+    from actors.cluster import Inbox, NatsLink
 
 log = logging.getLogger("agentbus.daemon")
 
 HEADER = "Agentbus-Tunnel"
+SEQ = "Agentbus-Seq"
 PING_S = 2.0
 DEAD_S = 7.0
 OPEN_WAIT_S = 5.0
@@ -69,10 +69,26 @@ class TunnelLost(Exception):
     """The node at the other end went away (closed, or silent for ``DEAD_S``)."""
 
 
-async def _publish_chunks(link: NatsLink, subject: str, data: bytes) -> None:
-    step = max(1024, link.max_payload - CHUNK_ROOM)
-    for start in range(0, len(data), step):
-        await link.publish(subject, data[start : start + step])
+class _Numbering:
+    """Each side numbers the chunks it sends (header ``Agentbus-Seq``); the other takes
+    a missing number for what it is — core NATS dropped a message (a reconnection, a
+    slow consumer) — and ends the tunnel rather than hand its client a gap: the client's
+    node then subscribes again from the last event its client got."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.received = 0
+
+    async def publish(self, link: NatsLink, subject: str, data: bytes) -> None:
+        step = max(1024, link.max_payload - CHUNK_ROOM)
+        for start in range(0, len(data), step):
+            self.sent += 1
+            await link.publish(subject, data[start : start + step], headers={SEQ: str(self.sent)})
+
+    def in_order(self, headers: dict[str, str]) -> bool:
+        """Whether a chunk with ``headers`` is the next one (and count it)."""
+        self.received += 1
+        return headers.get(SEQ) == str(self.received)
 
 
 # -- A's side: the tunnel as a connection's stream ----------------------------------------------
@@ -94,6 +110,7 @@ class TunnelStream:
         self.out_subject = out_subject
         self.socket = _Closer()
         self._pending = b""
+        self._numbering = _Numbering()
 
     def setsockopt(self, *_args: Any) -> None:
         pass
@@ -121,6 +138,9 @@ class TunnelStream:
                 except ClusterError:
                     return b""
                 continue
+            if not self._numbering.in_order(msg.headers):
+                log.warning("tunnel %s: a chunk from the other node was lost; closing", self.out_subject)
+                return b""
             self._pending = msg.data
         n = len(self._pending) if max_bytes is None else max_bytes
         data, self._pending = self._pending[:n], self._pending[n:]
@@ -132,7 +152,7 @@ class TunnelStream:
         if self.socket.closed:
             raise trio.ClosedResourceError("tunnel closed")
         try:
-            await _publish_chunks(self.link, self.out_subject, data)
+            await self._numbering.publish(self.link, self.out_subject, data)
         except ClusterError as exc:
             raise trio.BrokenResourceError(str(exc)) from None
 
@@ -211,6 +231,7 @@ class Tunnel:
         self._inbox: Inbox | None = None
         self._closed = False
         self._gone = False
+        self._numbering = _Numbering()
 
     async def open(self, client: str, peer: str) -> None:
         from actors.cluster import ClusterError
@@ -233,7 +254,7 @@ class Tunnel:
         if self._closed:
             raise TunnelLost(f"the tunnel to node {self.node_id} is closed")
         try:
-            await _publish_chunks(self.link, self.inbound, data)
+            await self._numbering.publish(self.link, self.inbound, data)
         except ClusterError as exc:
             raise TunnelLost(f"node {self.node_id}: {exc}") from None
 
@@ -261,6 +282,8 @@ class Tunnel:
                         return
                     if kind == "pong" or not msg.data:
                         continue
+                    if not self._numbering.in_order(msg.headers):
+                        raise TunnelLost(f"a chunk from node {self.node_id} was lost")
                     buffer += msg.data
                     end = buffer.rfind(b"\n")
                     if end >= 0:

@@ -20,7 +20,7 @@ from actors.cluster.servers import NatsServer
 from actors.frontends.daemon import Daemon, serve
 from actors.frontends.daemon._cluster import ClusterConfig, ClusterStartError, open_node
 from actors.frontends.daemon.client import DaemonError
-from actors.recording._lines import line_seq
+from actors.recording import line_seq
 from bus.codec import encode
 from bus.messages import ApprovalRequested, SessionOpened, TextStreamed, TurnEnded
 from tests.cluster import conftest as cluster_fixtures

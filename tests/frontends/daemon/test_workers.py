@@ -268,3 +268,27 @@ def test_a_ready_fd_in_the_environment_is_used_only_when_it_is_a_pipe(tmp_path: 
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+async def test_a_session_of_a_killed_worker_takes_prompts_again_through_the_front(home: Path) -> None:
+    """kill -9 of the worker running a session: the other worker takes it over (the
+    killed one's replacement may race it for the lease: whichever wins answers) and the
+    front's clients prompt it as before."""
+    fake = write_responses(home / "f.responses", text_response("first"), text_response("second"))
+    with trio.fail_after(BOUND_S):
+        async with front_of(home, 2) as front:
+            async with client_of(home) as client:
+                sid = (await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")).session_id
+                await client.subscribe(sid, from_seq=1)
+                await client.prompt(sid, "one")
+                await events_until(client)
+            (ran_on,) = [i for i in front.workers if recording_path(home / "data" / "nodes" / str(i), sid).exists()]
+            os.kill(front.workers[ran_on], signal.SIGKILL)
+            worker = DaemonPaths(front.run / "nodes" / str(ran_on))
+            await until(lambda: read_pid(worker) not in (None, front.workers[ran_on]) and lock_is_held(worker))
+            async with client_of(home) as client:
+                await client.subscribe(sid)  # from now on: this turn's events only
+                await client.prompt(sid, "two")
+                turn = await events_until(client)
+            assert type(turn[-1].message).__name__ == "TurnEnded"
+            assert any(getattr(e.message, "text", "") for e in turn)

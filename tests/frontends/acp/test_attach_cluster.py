@@ -12,13 +12,15 @@ from actors.cluster.servers import NatsServer
 from actors.frontends.acp._session import AcpOptions
 from actors.frontends.daemon.paths import DaemonPaths
 from tests.cluster import conftest as cluster_fixtures
-from tests.frontends.acp._client import call_chunks, connected, fake_responses, text_chunks
-from tests.frontends.acp.test_server import MODEL, new_session, prompt
-from tests.frontends.daemon._helpers import text_response, write_responses
+from tests.frontends.daemon._helpers import home, text_response, write_responses
 from tests.frontends.daemon._procs import piped_chat
 from tests.frontends.daemon.test_cluster_nodes import node
 
+from ._client import call_chunks, connected, fake_responses, text_chunks
+from .test_server import MODEL, new_session, prompt
+
 nats_server = cluster_fixtures.nats_server
+__all__ = ["home", "nats_server"]  # fixtures
 
 
 async def test_acp_attached_to_a_node_drives_a_session_placed_on_another(home: Path, nats_server: NatsServer) -> None:
