@@ -59,6 +59,21 @@ class Subscription:
         """Call after resynchronising; delivery resumes with the next message."""
         self.lagged_from = None
 
+    def _hand(self, env: Envelope) -> bool:
+        """Hand ``env`` over without waiting; False when a ``block`` observer's buffer
+        is full (the bus then waits in ``_offer``)."""
+        if self.lagged_from is not None and self.policy == "lag":
+            return True
+        try:
+            self._send.send_nowait(env)
+        except trio.WouldBlock:
+            if self.policy == "block":
+                return False
+            self.lagged_from = env.seq
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the observer went away; it is unsubscribed on close
+        return True
+
     async def _offer(self, env: Envelope) -> None:
         if self.policy == "block":
             try:
@@ -183,6 +198,14 @@ class Bus:
         Raises ``DeliveryError`` when ``to`` is not connected (then nothing is numbered
         or observed, so the sequence stays gap-free).
         """
+        # Every message of a streamed answer passes here, and each yield is a task step
+        # of the sender: it yields where the order of what runs next matters, not at
+        # every hand-over: at the lock (before the message is numbered), at the first
+        # ``block`` observer (the recorder, subscribed first: it runs before anyone else
+        # has the message) and at the recipient's inbox (the recipient runs before the
+        # sender goes on). Recordings and their replays depend on these three. The other
+        # observers are handed the message without a yield unless a ``block`` one's
+        # buffer is full.
         route = self._route(message.session_id)
         async with route.lock:
             inbox = None
@@ -198,10 +221,11 @@ class Bus:
                 message=message,
             )
             route.next_seq += 1
-            for sub in tuple(route.observers):
-                await sub._offer(env)
-            for sub in tuple(self._global_observers):
-                await sub._offer(env)
+            first = True
+            for sub in (*route.observers, *self._global_observers):
+                if (first and sub.policy == "block") or not sub._hand(env):
+                    await sub._offer(env)
+                    first = False
             if inbox is not None:
                 try:
                     await inbox.send(env)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import pytest
 import trio
@@ -87,3 +88,58 @@ async def test_lagging_observer_is_marked_and_skipped_not_blocking() -> None:
     slow.clear_lag()
     await a.publish(text("s", 9))
     assert slow.receive.receive_nowait().seq == 6
+
+
+async def test_the_first_observer_has_each_message_before_anyone_else_does() -> None:
+    # The recorder's guarantee (actors/recorder.py, "Durability"): subscribed first with
+    # no buffer, it takes each message before the other observers or the recipient can
+    # run with it, whatever order trio runs the woken tasks in.
+    bus = Bus()
+    sender = bus.connect("a")
+    inbox = bus.connect("b", capacity=1000)
+    first = bus.subscribe("s", "recorder", policy="block", capacity=0)
+    others = [
+        bus.subscribe("s", "monitor", policy="block", capacity=1000),
+        bus.subscribe("s", "client", policy="lag", capacity=1000),
+    ]
+    taken: list[int] = []
+    early: list[tuple[str, int]] = []
+    n = 200
+
+    async def take_first() -> None:
+        async for env in first:
+            taken.append(env.seq)
+
+    async def check(name: str, channel: trio.MemoryReceiveChannel[Any]) -> None:
+        for _ in range(n):
+            env = await channel.receive()
+            if env.seq not in taken:
+                early.append((name, env.seq))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(take_first)
+        for name, channel in (("monitor", others[0].receive), ("client", others[1].receive), ("inbox", inbox.inbox)):
+            nursery.start_soon(check, name, channel)
+        for i in range(n):
+            await sender.send(text("s", i), to="b")
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    assert len(taken) == n
+    assert early == []
+
+
+async def test_a_send_is_a_schedule_point_even_with_nothing_to_wait_for() -> None:
+    bus = Bus()
+    sender = bus.connect("a")
+    bus.subscribe("s", "client", policy="lag", capacity=1000)
+    ran = False
+
+    async def other() -> None:
+        nonlocal ran
+        ran = True
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other)
+        for i in range(10):  # no block observer, no recipient: no hand-over waits
+            await sender.publish(text("s", i))
+        assert ran
