@@ -106,9 +106,13 @@ def encode(msg: Message) -> str:
     return _dumps(to_plain(msg))
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""``json.dumps`` with these arguments makes an encoder per call; this one is made once."""
+
+
 def _dumps(data: Any) -> str:
     try:
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _ENCODER.encode(data)
     except ValueError as exc:  # NaN/Infinity are not JSON
         raise CodecError(f"cannot encode: {exc}") from None
 

@@ -151,8 +151,22 @@ def _freeze(value: Any, depth: int) -> Any:
     )
 
 
+_LEAVES = frozenset((str, int, float, bool, type(None)))
+"""The classes of JSON's scalars, which ``thaw`` returns as they are."""
+
+
 def thaw(value: Any) -> Any:
     """Return a plain, mutable copy of a frozen JSON value (dicts and lists)."""
+    # Exact classes first, and leaves without a call: every streamed chunk is thawed
+    # (by the turn, and by the codec for the recording and each client); the ABC checks
+    # are for anything else that is a mapping or a sequence.
+    cls = value.__class__
+    if cls is frozendict or cls is dict:
+        return {k: v if v.__class__ in _LEAVES else thaw(v) for k, v in value.items()}
+    if cls is tuple or cls is FrozenTuple or cls is list:
+        return [v if v.__class__ in _LEAVES else thaw(v) for v in value]
+    if cls in _LEAVES:
+        return value
     if isinstance(value, Mapping):
         return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, tuple | list):

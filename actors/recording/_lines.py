@@ -35,9 +35,13 @@ class RecordingError(Exception):
         super().__init__(f"{where}: {message}")
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""``json.dumps`` with these arguments makes an encoder per call (every line): made once."""
+
+
 def dumps(data: Any) -> str:
     """Plain JSON data as a line's compact text (no newline)."""
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _ENCODER.encode(data)
 
 
 def json_object(raw: bytes | str) -> dict[str, Any] | None:

@@ -38,9 +38,6 @@ _SENSITIVE_KEY_IN_TEXT = re.compile(
 )
 
 
-_TRIGGERS = ("aiza", "bearer", "authoriz", "api")
-
-
 def secrets_from_env(environ: Mapping[str, str]) -> tuple[str, ...]:
     """The environment's API key values worth scrubbing (longest first)."""
     found = {
@@ -59,6 +56,8 @@ class Scrubber:
     requests use them from then on; the recorder reads ``secrets`` at each line."""
 
     secrets: tuple[str, ...] = ()
+    _needles_of: tuple[str, ...] | None = attrs.field(default=None, init=False, repr=False, eq=False)
+    _needles_cache: tuple[str, ...] = attrs.field(default=(), init=False, repr=False, eq=False)
 
     def add(self, secrets: Iterable[str]) -> None:
         """Scrub these too, from the next line on (longest first, as ever)."""
@@ -69,13 +68,24 @@ class Scrubber:
         return cls(secrets_from_env(os.environ if environ is None else environ))
 
     def needs(self, text: str) -> bool:
-        if any(s in text or _json_inner(s) in text for s in self.secrets):
-            return True
-        # The patterns are slow to search; a lower-cased substring test rules most lines out.
+        # Every line of every recording comes here: no generator, and each secret's JSON
+        # form made once (``_needles``), not per line.
+        for needle in self._needles():
+            if needle in text:
+                return True
+        # The patterns are slow to search; a lower-cased substring test for what each
+        # must contain rules most lines out.
         low = text.lower()
-        if not any(t in low for t in _TRIGGERS):
+        if "api" not in low and "aiza" not in low and "bearer" not in low and "authoriz" not in low:
             return False
         return bool(_SECRET_PATTERNS.search(text) or _SENSITIVE_KEY_IN_TEXT.search(text))
+
+    def _needles(self) -> tuple[str, ...]:
+        """Each secret, and its form inside a JSON string, for the ``secrets`` of now."""
+        if self._needles_of is not self.secrets:
+            self._needles_cache = tuple(dict.fromkeys(n for s in self.secrets for n in (s, _json_inner(s))))
+            self._needles_of = self.secrets
+        return self._needles_cache
 
     def scrub_text(self, text: str) -> str:
         for secret in self.secrets:

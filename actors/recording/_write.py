@@ -64,15 +64,20 @@ def encode_line(env: Envelope, wall: str, scrubber: Scrubber, table: ContentTabl
         assert table is not None
         defs: dict[str, Any] = {}
         refs: dict[str, Any] = {}
+        carried = False
         for name, each in fields:
             value = getattr(env.message, name)
+            carried = carried or bool(value)
             if each:
                 role = str(getattr(env.message, "role", ""))
                 refs[name] = table.refer(type(env.message).__name__, name, value, defs, role)
             else:
                 refs[name] = table.refer_whole(type(env.message).__name__, name, value, defs)
+        # The message without what ``refs`` stands for, which is never unstructured (a
+        # history can be long); a message whose fields are all empty (the loop
+        # detector's checks of each chunk) is taken as it is.
         emptied: dict[str, Any] = {name: () for name, _ in fields}
-        msg = to_plain(attrs.evolve(env.message, **emptied))
+        msg = to_plain(attrs.evolve(env.message, **emptied) if carried else env.message)
         for name, _ in fields:
             msg.pop(name, None)
         data = {"v": REFS_VERSION, "seq": env.seq}

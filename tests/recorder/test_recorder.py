@@ -262,6 +262,26 @@ async def test_secrets_never_reach_the_recording(tmp_path: Path) -> None:
     assert secrets_from_env({"GEMINI_API_KEY": "fake"}) == ()
 
 
+async def test_a_secret_added_while_the_session_runs_is_scrubbed_from_the_next_line(tmp_path: Path) -> None:
+    # The daemon adds a client's keys to a running session's scrubber (``Scrubber.add``);
+    # the recorder, which has written lines with the secrets it had, must use the new ones.
+    late = 'l4te-"key"-' + "Q" * 20  # written inside JSON strings with its quotes escaped
+    scrubber = Scrubber.from_env({})
+    rec = tmp_path / "s.jsonl"
+    bus = Bus()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(RecorderActor(bus, session_id="s", path=rec, scrubber=scrubber).run)
+        port = bus.connect("c")
+        await port.publish(TextStreamed(session_id="s", turn_id="t", text="before"))
+        scrubber.add([late])
+        await port.publish(TextStreamed(session_id="s", turn_id="t", text=f"after {late}"))
+        await port.publish(SessionClosed(session_id="s", reason="done"))
+    raw = rec.read_text()
+    assert "Q" * 20 not in raw
+    texts = [e.message.text for e in load_recording(rec).envelopes if isinstance(e.message, TextStreamed)]
+    assert texts == ["before", f"after {REDACTED}"]
+
+
 def _envelope_lines(tmp_path: Path) -> list[str]:
     rec = tmp_path / "good.jsonl"
     trio.run(run_session, tmp_path, rec, [text_entry("hi")], ClientScript())
