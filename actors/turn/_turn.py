@@ -320,7 +320,10 @@ class _Turn(TurnRequests):
         AfterModel hook points around it."""
         model = self.model
         contents: Any = request_contents(self.h.log, message, self.builder)
-        config: Any = dict(self.w.request_config(model))
+        # As it is, not a copy: the hooks' edits make new configs, and the same frozen
+        # object in every request is known at once by the recorder (written by
+        # reference) and the live backend (converted once).
+        config: Any = self.w.request_config(model)
         builder = ModelTurnBuilder(now_ms=self.w.wall_ms())
         # The hooks' view of the request, made only when a hook will see it (it walks the
         # whole history).

@@ -53,13 +53,12 @@ def session_config(tmp_path: Path, recording: Path | None = None, **overrides: A
         tools={},
         executor_of=lambda t: "files",
         policy=AllowAll(),
-        request_config=lambda m: {},
         route_model=lambda m: m,
         classifier_choice=lambda c: c,
         classifier_request=None,
         recording=recording,
         wall_ms=lambda: 1000,
-        **overrides,
+        **{"request_config": lambda m: {}, **overrides},
     )
 
 

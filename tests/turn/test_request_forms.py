@@ -5,8 +5,10 @@ each content once and a long session's request costs no copy)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,6 +22,7 @@ from actors.turn._logic import (
     user_content,
 )
 from bus.json_values import FrozenTuple, freeze, thaw
+from tests.turn._session import run_session, stream, text_chunk
 
 
 def reference_contents(history: list[Any], message: Any) -> list[Any]:
@@ -135,3 +138,17 @@ def test_the_same_contents_come_back_as_the_same_objects() -> None:
     # A new prompt ends the loop: the old calls go out unsigned again, as Gemini CLI sends them.
     after = request_contents(history, user_content([{"text": "next"}]), builder)
     assert "thoughtSignature" not in thaw(after[1])["parts"][0]
+
+
+async def test_every_request_carries_the_config_object_it_was_built_with(
+    tmp_path: Path, autojump_clock: trio.abc.Clock
+) -> None:
+    """The session's frozen config goes into each request as it is (not a copy): the
+    recorder then knows it by identity and writes it once, the live backend converts
+    it once."""
+    built = freeze({"systemInstruction": {"parts": [{"text": "be brief"}]}, "temperature": 1})
+    entries = [stream(text_chunk("one", finish=True)), stream(text_chunk("two", finish=True))]
+    run = await run_session(tmp_path, entries, prompts=("a", "b"), request_config=lambda model: built)
+    mains = run.requests("main")
+    assert len(mains) == 2
+    assert all(r.config is built for r in mains)
