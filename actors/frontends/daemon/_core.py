@@ -344,6 +344,19 @@ class DaemonCore:
         except RequestError as exc:
             log.info("session %s: not taken over: %s", session_id, exc.message)
 
+    def taken_elsewhere(self, session_id: str, why: str) -> None:
+        """Another node of the cluster took the session's lease (this node could not
+        renew it in time): it runs there now, so it stops here — one run of a session at
+        a time — and this node forgets it (its clients get ``SubscriptionEnded``; asked
+        again, the cluster routes them to the new owner)."""
+        live = self.sessions.get(session_id)
+        if live is None or live.closing is not None:
+            return
+        log.warning("session %s: %s; it stops on this node", session_id, why)
+        live.closing = "taken over by another node of the cluster"
+        self._forget(session_id)
+        self.nursery.start_soon(self._close, live, live.closing)
+
     def running(self, session_id: str) -> LiveSession:
         live = self.sessions.get(session_id)
         if live is None or live.addrs is None:

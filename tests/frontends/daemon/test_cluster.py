@@ -130,7 +130,8 @@ async def test_another_node_taking_the_session_over_fences_the_first(
             async with client_of(home) as client:
                 ready = await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")
                 sid = ready.session_id
-                mirror: SessionMirror = daemon.core.sessions[sid].mirror
+                live = daemon.core.sessions[sid]
+                mirror: SessionMirror = live.mirror
                 await client.subscribe(sid, from_seq=1)
                 await client.prompt(sid, "first")
                 await events_until(client)
@@ -145,6 +146,9 @@ async def test_another_node_taking_the_session_over_fences_the_first(
                 await client.prompt(sid, "second")
                 await events_until(client)
                 await mirror.done.wait()
+                # It runs on node B now: it stops here (one run of a session at a time).
+                await live.stopped.wait()
+                assert sid not in daemon.core.sessions and daemon.core.registry.get(sid) is None
             assert mirror.state == "fenced" and "fenced" in mirror.problem
             assert "fenced" in caplog.text and "no longer writes it to the cluster" in caplog.text
             lines = [line for _, line in await Journal(link, USER, sid).lines()]
