@@ -24,19 +24,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from actors.common import (
-    REDIRECTION_NAMES,
-    ShellQuoteError,
-    compile_js_regex,
-    has_redirection,
-    is_subpath,
-    js_trim,
-    parse_command_details,
-    shell_words,
-    strip_shell_wrapper,
-)
+from actors.common import compile_js_regex, is_subpath, js_trim
 
-from ._command_safety import contains_git_command, is_dangerous_command, is_known_safe_command
 from ._policy_args import build_args_patterns, is_safe_regexp, stable_stringify
 from ._policy_files import TIER_NAMES, load_policy_file, named_path_problem, policy_files_in
 from ._policy_rules import (
@@ -442,6 +431,15 @@ class PolicyEngine:
     def _shell_heuristics(self, command: str, decision: Decision, mode: str) -> Decision:
         if decision == "deny":
             return "deny"
+        # The shell's readers are imported by the first shell command checked.
+        from actors.common import ShellQuoteError, shell_words
+
+        from ._command_safety import (
+            contains_git_command,
+            is_dangerous_command,
+            is_known_safe_command,
+        )
+
         readable = True
         try:
             words = shell_words(command)
@@ -461,6 +459,8 @@ class PolicyEngine:
         return decision
 
     def _downgrade_for_redirection(self, command: str, allow_redirection: bool, mode: str) -> bool:
+        from actors.common import has_redirection
+
         if allow_redirection or not has_redirection(command):
             return False
         return mode not in ("autoEdit", "yolo")
@@ -480,6 +480,8 @@ class PolicyEngine:
     ) -> tuple[Decision, Rule | None]:
         if not command:
             return rule_decision, rule
+        from actors.common import REDIRECTION_NAMES, parse_command_details, strip_shell_wrapper
+
         parsed = parse_command_details(command)
         if parsed is None or not parsed.details or parsed.has_error:
             if rule_decision == "deny":

@@ -15,13 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from actors.common import (
-    command_roots,
-    compile_js_regex,
-    has_redirection,
-    js_number,
-    strip_shell_wrapper,
-)
+from actors.common import compile_js_regex, js_number
 
 _JSON_ESCAPES: Final[Mapping[str, str]] = {
     '"': '\\"',
@@ -156,6 +150,8 @@ def shell_always_allow(command: str) -> tuple[str | list[str], bool | None]:
     tool says (``getPolicyUpdateOptions``): the command prefixes (each distinct root
     command of the unwrapped command; the command itself when it has none) and whether
     they may redirect (when the approved command did)."""
+    from actors.common import command_roots, has_redirection, strip_shell_wrapper
+
     stripped = strip_shell_wrapper(command)
     roots = list(dict.fromkeys(command_roots(stripped)))
     return (roots or command), (True if has_redirection(stripped) else None)

@@ -84,14 +84,7 @@ from typing import Any
 import attrs
 import trio
 
-from actors.common import (
-    command_roots,
-    js_trim,
-    node_resolve,
-    spawn_error,
-    strip_ansi,
-    strip_shell_wrapper,
-)
+from actors.common import js_trim, node_resolve, spawn_error, strip_ansi
 from bus.messages import ToolResult
 
 from ._base import OutputSink, Tool, ToolEnv
@@ -262,6 +255,8 @@ class ShellTool:
     def confirmation_details(self, args: Mapping[str, Any], env: ToolEnv) -> dict[str, Any]:
         """What the approval shows: the whole command and its root commands (Gemini CLI's
         ``command``, ``rootCommand``), the directory when it is not the workspace."""
+        from actors.common import command_roots, strip_shell_wrapper  # the shell's readers: on use
+
         params = _Params.from_args(args)
         details: dict[str, Any] = {
             "command": params.command,
@@ -293,6 +288,8 @@ class ShellTool:
         receives a truncated output; ``on_pid`` is told the process-group id as soon as
         the process exists (Gemini's ``setExecutionIdCallback``).
         """
+        from actors.common import strip_shell_wrapper
+
         params = _Params.from_args(args)
         stripped = strip_shell_wrapper(params.command)
         if not env.user_call and detect_command_substitution(stripped):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from actors.common import escape_shell_arg, js_trim
+from actors.common import js_trim
 
 BASH_SHOPT_GUARD = "shopt -u promptvars nullglob extglob nocaseglob dotglob;"
 
@@ -56,6 +56,8 @@ def detect_command_substitution(command: str) -> bool:
 
 def wrap_command_for_background_pids(command: str, pid_file: str) -> str:
     """Run the command in a subshell whose EXIT trap lists the jobs it left running."""
+    from actors.common import escape_shell_arg  # the shell's syntax: imported on first use
+
     trimmed = js_trim(command)
     if not trimmed:
         return ""

@@ -1,7 +1,8 @@
 """What a headless run imports (issue #20: start-up is import-bound): not the daemon's
 protocol, nor the HTTP client and HTML parser that only a web fetch uses; without hooks
 configured, not the hook runner; a prompt without ``@`` and no MCP server, not the ``@``
-expansion nor the MCP session code."""
+expansion nor the MCP session code; with no shell command to run or check, not the
+shell's readers (bash grammar, shell-quote) nor the policy's command-safety lists."""
 
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ NOT_IMPORTED = (
     "actors.hooks._run",
     "actors.host.at_command",
     "actors.host.mcp_session",
+    "actors.common._bash",
+    "actors.common._shell",
+    "actors.common._shell_quote",
+    "actors.scheduler._command_safety",
 )
 
 
