@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 from tests.bench.bench_acp import BENCHMARKS as ACP  # noqa: E402
+from tests.bench.bench_cluster import bench_cluster  # noqa: E402
 from tests.bench.bench_daemon import bench_daemon  # noqa: E402
 from tests.bench.bench_explore import bench_explore  # noqa: E402
 from tests.bench.bench_fuzz import bench_fuzz  # noqa: E402
@@ -185,6 +186,7 @@ EXTRA: list[Callable[[], None]] = [
     *LONG,
     bench_daemon,
     bench_fuzz,
+    bench_cluster,
     *SYSTEM,
 ]
 
