@@ -2,8 +2,8 @@
 
 attrs writes the source of each class's ``__init__``, ``__repr__``, ``__eq__``... when the
 class is defined and compiles it. A headless run defines some two hundred such classes
-(the messages, the actors' state, trio's own) and those compiles were about a quarter of
-its start-up. ``reuse_compiled_methods`` replaces attrs' compile-and-evaluate step with
+(the messages, the actors' state, trio's own) and those compiles took about a quarter of
+its imports' time (29 of 115 ms). ``reuse_compiled_methods`` replaces attrs' compile-and-evaluate step with
 one that looks the source up in a file of code objects compiled by earlier processes:
 
 - an entry is used only when its source is the class's source now, character for
