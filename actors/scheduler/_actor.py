@@ -17,7 +17,7 @@ supervisor's cancel.
 from __future__ import annotations
 
 import collections
-from typing import assert_never
+from typing import TYPE_CHECKING, assert_never
 
 import attrs
 import trio
@@ -34,8 +34,10 @@ from bus.messages import (
     ToolFinished,
 )
 
-from ._batch import RunningBatch, send_quietly
 from ._wiring import DENIED_BY_POLICY, PolicyLike, SchedulerInbox, SchedulerWiring
+
+if TYPE_CHECKING:
+    from ._batch import RunningBatch
 
 __all__ = ["DENIED_BY_POLICY", "PolicyLike", "SchedulerActor", "SchedulerWiring"]
 
@@ -102,6 +104,10 @@ class SchedulerActor:
             port.close()
 
     async def _cancel(self, port: Port, msg: CancelBatch, sender: str) -> None:
+        # A batch's machinery is imported with the first batch (a session whose model
+        # calls no tool never needs it).
+        from ._batch import RunningBatch, send_quietly
+
         if self._batch is not None and self._batch.batch.batch_id == msg.batch_id:
             await self._batch.inbox_send.send(msg)
             return
@@ -132,6 +138,8 @@ class SchedulerActor:
             batch_msg = self._queue.popleft()
             if batch_msg is _STOP:
                 return
+            from ._batch import RunningBatch
+
             self._batch = RunningBatch(self, port, batch_msg)
             try:
                 await self._batch.run()

@@ -2,7 +2,8 @@
 protocol, nor the HTTP client and HTML parser that only a web fetch uses; without hooks
 configured, not the hook runner; a prompt without ``@`` and no MCP server, not the ``@``
 expansion nor the MCP session code; with no shell command to run or check, not the
-shell's readers (bash grammar, shell-quote) nor the policy's command-safety lists."""
+shell's readers (bash grammar, shell-quote) nor the policy's command-safety lists; with
+no tool call, not the scheduler's batch machinery."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ NOT_IMPORTED = (
     "actors.common._shell",
     "actors.common._shell_quote",
     "actors.scheduler._command_safety",
+    "actors.scheduler._batch",
+    "actors.scheduler._call_state",
 )
 
 
