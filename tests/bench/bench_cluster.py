@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -69,6 +70,7 @@ STREAM_TURNS = 5
 STREAM_CHUNKS = 20
 STREAM_MS = 20
 CANCEL_RUNS = 8
+FLOOR_TRIPS = 500
 START_S = 90.0
 """Bound on a daemon's (or a front's, with its workers) start."""
 STEP_S = 60.0
@@ -566,12 +568,67 @@ def _median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+# -- floors -----------------------------------------------------------------------------------
+async def _floors(home: Path) -> dict[str, float]:
+    """In this process, two links to one nats-server (nats-py through trio-asyncio, as a
+    node's): a core NATS message there and back (publish, the other link's subscriber
+    publishes it back), and one fenced JetStream append acknowledged (as the mirror
+    appends a recording line), seconds, medians."""
+    from actors.cluster import Journal, open_link
+    from actors.cluster.servers import NatsServer
+
+    line = b'{"seq":1,"v":1,"msg":"' + b"x" * 200 + b'"}'
+    async with trio.open_nursery() as nursery:
+        server = NatsServer(name="floor", store=home / "floor-nats")
+        await server.start(nursery)
+        try:
+            async with open_link(server.url) as a, open_link(server.url) as b:
+                pings, pongs = await b.subscribe("bench.ping"), await a.subscribe("bench.pong")
+                await a.flush()
+                await b.flush()
+                trips: list[float] = []
+                async with trio.open_nursery() as echoing:
+
+                    async def echo() -> None:
+                        while True:
+                            await b.publish("bench.pong", (await pings.receive()).data)
+
+                    echoing.start_soon(echo)
+                    for _ in range(FLOOR_TRIPS):
+                        began = time.perf_counter()
+                        await a.publish("bench.ping", line)
+                        await pongs.receive()
+                        trips.append(time.perf_counter() - began)
+                    echoing.cancel_scope.cancel()
+                journal = Journal(a, "bench", "floor")
+                await journal.open()
+                await journal.take_over(line)
+                appends: list[float] = []
+                for _ in range(FLOOR_TRIPS):
+                    began = time.perf_counter()
+                    await journal.append(line)
+                    appends.append(time.perf_counter() - began)
+        finally:
+            await server.stop()
+    return {"core_trip": statistics.median(trips), "append": statistics.median(appends)}
+
+
 # -- the rows ---------------------------------------------------------------------------------
 def bench_cluster(sessions: int = SESSIONS, connections: int = CONNECTIONS) -> None:
     why = missing()
     if why:
         print(f"cluster: skipped: {why}", flush=True)
         return
+    try:
+        measured = _measure(sessions, connections)
+    except Exception:  # the rows of the other benchmarks are kept (bench-results.json)
+        print("cluster: failed, no rows:", flush=True)
+        traceback.print_exc()
+        return
+    _record(sessions, connections, **measured)
+
+
+def _measure(sessions: int, connections: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="abc") as tmp:
         home = Path(tmp)
         rounds: list[dict[str, dict[str, Any]]] = []
@@ -587,6 +644,30 @@ def bench_cluster(sessions: int = SESSIONS, connections: int = CONNECTIONS) -> N
         failover = trio.run(_failover, home, FAILOVER_RUNS)
         node_failover = trio.run(_node_failover, home, FAILOVER_RUNS)
         nodes = trio.run(_two_nodes, home)
+        floors = trio.run(_floors, home)
+    return {
+        "single": single,
+        "workers": workers,
+        "node": node,
+        "failover": failover,
+        "node_failover": node_failover,
+        "nodes": nodes,
+        "floors": floors,
+    }
+
+
+def _record(
+    sessions: int,
+    connections: int,
+    *,
+    single: dict[str, Any],
+    workers: dict[str, Any],
+    node: dict[str, Any],
+    failover: dict[str, Any],
+    node_failover: dict[str, Any],
+    nodes: dict[str, Any],
+    floors: dict[str, float],
+) -> None:
     base = f"baseline: one plain daemon; median of {LOAD_RUNS} alternating runs"
     load = f"{sessions} sessions x 3 turns, {connections} conns"
     record(f"cluster: {load}, --workers {WORKERS} (total wall)", workers["wall_s"], "s", baseline=single["wall_s"], target=base)
@@ -675,6 +756,18 @@ def bench_cluster(sessions: int = SESSIONS, connections: int = CONNECTIONS) -> N
         "ms",
         baseline=nodes["cancel_local_ms"],
         target=f"baseline: a turn on the client's node; {CANCEL_RUNS} each, cancelled at the 3rd chunk",
+    )
+    record(
+        "floor: core NATS message there and back, two links of one process",
+        floors["core_trip"] * 1000,
+        "ms",
+        target=f"nats-py through trio-asyncio, as a node's; median of {FLOOR_TRIPS}",
+    )
+    record(
+        "floor: one fenced JetStream append, acknowledged",
+        floors["append"] * 1000,
+        "ms",
+        target=f"as the mirror appends each recording line, one at a time; median of {FLOOR_TRIPS}",
     )
 
 
