@@ -120,3 +120,23 @@ def test_the_cache_lives_in_the_users_cache_directory(
     assert str(cache_path()).startswith(f"{tmp_path / 'home' / '.cache' / 'agentbus'}/")
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert str(cache_path()).startswith(f"{tmp_path / 'home' / '.cache' / 'agentbus'}/")
+
+
+def test_a_cache_past_its_size_keeps_only_what_the_last_process_used(tmp_path: Path) -> None:
+    import marshal
+
+    cache = tmp_path / "methods.marshal"
+    define = """
+import attrs
+cached.MAX_ENTRIES = int(sys.argv[3])
+for name in sys.argv[2].split(","):
+    attrs.make_class(name, ["x"], frozen=True)
+print(len(compiled))
+"""
+    assert run(define, cache, 1, "A,B", "10") == ["2"]
+    assert run(define, cache, 1, "C", "10") == ["1"]
+    with open(cache, "rb") as f:
+        assert sorted(marshal.load(f)) == [f"<attrs generated methods __main__.{n}>" for n in "ABC"]
+    assert run(define, cache, 1, "B,D", "2") == ["1"]  # B from the file, D compiled: 4 > 2
+    with open(cache, "rb") as f:
+        assert sorted(marshal.load(f)) == [f"<attrs generated methods __main__.{n}>" for n in "BD"]
