@@ -71,6 +71,11 @@ STREAM_CHUNKS = 20
 STREAM_MS = 20
 CANCEL_RUNS = 8
 FLOOR_TRIPS = 500
+IDLE_STEP_S = 0.5
+IDLE_FOR_S = 2.0
+IDLE_CPU = 0.1
+"""A process tree using less than this share of a core is idle (a node's timers: its
+lease renewals, advertisements and take-over rounds)."""
 START_S = 90.0
 """Bound on a daemon's (or a front's, with its workers) start."""
 STEP_S = 60.0
@@ -294,8 +299,9 @@ async def _load(
                     pids["nats-server"] = [server.process.pid]
                 before = {role: _cpu_s(of) for role, of in pids.items()}
                 result = await _clients(node.paths.runtime_dir, workspace, script, sessions, connections, node.proc.pid)
-                cpu = {role: _cpu_s(of) - before[role] for role, of in pids.items()}
                 placed = await _sessions_per_worker(node) if "workers" in pids else []
+                settle = await _until_idle([pid for of in pids.values() for pid in of])
+                cpu = {role: _cpu_s(of) - before[role] for role, of in pids.items()}
         finally:
             if server is not None:
                 await server.stop()
@@ -307,12 +313,29 @@ async def _load(
         "setup_s": result["setup"],
         "turns_s": result["turns"],
         "cpu_s": sum(cpu.values()),
+        "settle_s": settle,
         "cpu_by": cpu,
         "placed": placed,
         "events": len(lat),
         "median_ms": statistics.median(lat) * 1000,
         "p99_ms": _p99(lat) * 1000,
     }
+
+
+async def _until_idle(pids: list[int]) -> float:
+    """Wait until ``pids`` stop working (less than ``IDLE_CPU`` of a core for
+    ``IDLE_FOR_S``; a node's mirror may still be appending the run's lines to the
+    stream); seconds from now to the end of their last busy ``IDLE_STEP_S``."""
+    began = last_busy = time.monotonic()
+    cpu = _cpu_s(pids)
+    with trio.move_on_after(STEP_S):
+        while time.monotonic() - last_busy < IDLE_FOR_S:
+            await trio.sleep(IDLE_STEP_S)
+            now = _cpu_s(pids)
+            if now - cpu > IDLE_CPU * IDLE_STEP_S:
+                last_busy = time.monotonic()
+            cpu = now
+    return last_busy - began
 
 
 async def _sessions_per_worker(front: Daemon) -> list[int]:
@@ -683,11 +706,12 @@ def _record(
     cpu = workers["cpu_by"]
     placed = ", ".join(" and ".join(str(n) for n in run) for run in workers["placed"])
     record(
-        "cluster: ... CPU of all its processes during the run",
+        "cluster: ... CPU of all its processes, the run and until idle",
         workers["cpu_s"],
         "s",
         baseline=single["cpu_s"],
         target=f"front {cpu['daemon']:.2f} s, workers {cpu['workers']:.2f} s, nats-server {cpu['nats-server']:.2f} s; "
+        f"busy {workers['settle_s']:.1f} s after the last turn (the plain daemon {single['settle_s']:.1f} s); "
         f"sessions placed on the workers, by run: {placed}; baseline: the plain daemon",
     )
     record(
@@ -700,11 +724,18 @@ def _record(
     record("cluster: ... event latency model chunk -> client, median", node["median_ms"], "ms", baseline=single["median_ms"], target=base)
     record("cluster: ... event latency model chunk -> client, p99", node["p99_ms"], "ms", baseline=single["p99_ms"], target=base)
     record(
-        "cluster: ... CPU of all its processes during the run",
+        "cluster: ... CPU of all its processes, the run and until idle",
         node["cpu_s"],
         "s",
         baseline=single["cpu_s"],
         target=f"node {node['cpu_by']['daemon']:.2f} s, nats-server {node['cpu_by']['nats-server']:.2f} s; baseline: the plain daemon",
+    )
+    record(
+        "cluster: ... busy after the last turn ended (its mirror catching up)",
+        node["settle_s"],
+        "s",
+        target=f"until its processes idle, {IDLE_STEP_S:g} s steps: the stream this far behind what the clients saw "
+        f"(the plain daemon: {single['settle_s']:.1f} s)",
     )
     runs = ", ".join(f"{t:.2f}" for t in failover["runs"])
     record(
