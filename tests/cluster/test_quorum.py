@@ -40,8 +40,18 @@ async def test_appends_survive_one_server_and_fail_loudly_without_quorum(nats_cl
             acked.append(b"without quorum")
             await journal.append(b"quorum back")
             acked.append(b"quorum back")
-            lines = [line for _, line in await journal.lines()]
+            lines = await read_when_available(journal)
     assert lines == [b"meta", *acked]
+
+
+async def read_when_available(journal: Journal) -> list[bytes]:
+    """The journal's lines; a restarted server's JetStream may still say it is not
+    available for a moment (503) after the appends went through."""
+    while True:
+        try:
+            return [line for _, line in await journal.lines()]
+        except NoQuorum:
+            await trio.sleep(0.1)  # a retry's pause, not a wait for something to happen
 
 
 async def until_quorum(journal: Journal, line: bytes) -> None:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from actors.cluster import ClusterError, NoQuorum
 from actors.frontends.daemon._cluster import gone_from_this_machine
 from actors.frontends.daemon._core import RequestError
 from actors.recording import line_seq
@@ -75,6 +76,9 @@ class _Remote:
     """The last event's sequence number the client got, by session."""
     pending: dict[str, Any] = attrs.field(factory=dict)
     """Requests sent through the tunnel and not answered yet, by request id."""
+    opened: set[str] = attrs.field(factory=set)
+    """Sessions this tunnel's connection has opened (the other node answers only for
+    those, as for any client)."""
     internal: set[str] = attrs.field(factory=set)
     """Request ids of the connection's own (its hello, subscriptions taken up again),
     whose answers the client does not get."""
@@ -98,6 +102,12 @@ class Routes:
     # -- deciding -----------------------------------------------------------------------------------
     async def route(self, msg: Any) -> bool:
         """Send ``msg`` to the node that should answer it; False: this node answers."""
+        try:
+            return await self._route(msg)
+        except ClusterError as exc:
+            raise RequestError("failed", f"the cluster cannot say where this goes now ({exc}); try again") from None
+
+    async def _route(self, msg: Any) -> bool:
         match msg:
             case Hello() | ListSessions() | DaemonStatus() | StopDaemon():
                 return False
@@ -118,7 +128,13 @@ class Routes:
             return False
         target: str | None = self.routes.get(root)
         if target is None or target not in self.remotes or gone_from_this_machine(target):
-            target = await self.node.owner(root)
+            cached, target = target, None
+            try:
+                target = await self.node.owner(root)
+            except NoQuorum:
+                if cached is None or gone_from_this_machine(cached):
+                    raise
+                target = cached  # the cluster cannot say now: where it last was
         if target is None or target == self.me:
             if not isinstance(msg, LoadSession | Subscribe):
                 return False
@@ -147,15 +163,25 @@ class Routes:
         if isinstance(rid, str):
             remote.pending[rid] = msg
         sid = getattr(msg, "session_id", "") or ""
+        frames = b""
         if sid:
-            self.routes[_root(sid)] = node_id
+            root = _root(sid)
+            self.routes[root] = node_id
             self.conn.rules.sessions.add(sid)
+            if root not in remote.opened:
+                remote.opened.add(root)
+                if not isinstance(msg, LoadSession | Subscribe):
+                    # A tunnel opened anew (its node changed, or the old one was lost):
+                    # the session is opened on it first, as the client opened it here.
+                    load = LoadSession(session_id=root, request_id=new_id())
+                    remote.internal.add(load.request_id)
+                    frames = (encode(load) + "\n").encode("utf-8")
         if isinstance(msg, Subscribe):
             remote.subscriptions[msg.session_id] = msg
         elif isinstance(msg, Unsubscribe):
             remote.subscriptions.pop(msg.session_id, None)
         try:
-            await remote.tunnel.send((encode(msg) + "\n").encode("utf-8"))
+            await remote.tunnel.send(frames + (encode(msg) + "\n").encode("utf-8"))
         except TunnelLost as exc:
             if isinstance(rid, str):
                 remote.pending.pop(rid, None)
@@ -265,7 +291,10 @@ class Routes:
             return False
         if isinstance(msg, Subscribe) and refused_by.subscriptions.get(sid) is msg:
             del refused_by.subscriptions[sid]
-        owner = await self.node.owner(_root(sid))
+        try:
+            owner = await self.node.owner(_root(sid))
+        except ClusterError:
+            return False
         if owner is None or owner == refused_by.node_id:
             return False
         self._rerouted.add(rid)
@@ -278,29 +307,41 @@ class Routes:
         return True
 
     async def _take_up(self, sid: str, sub: Subscribe, after: int | None, gone: str) -> None:
-        """Subscribe again to ``sid`` where its node that went away left it."""
+        """Subscribe again to ``sid`` after its tunnel to ``gone`` ended: on the node that
+        holds it now (another that took it over, or the same one when only the tunnel
+        was lost), from the event after the last its client got."""
+        from actors.frontends.daemon._tunnel import TunnelLost
+
         start = None if after is None else after + 1
         root = _root(sid)
         with trio.move_on_after(TAKE_OVER_WAIT_S):
             while True:
-                owner = None if root in self.conn.core.sessions else await self.node.owner(root)
-                if root in self.conn.core.sessions:
-                    live = self.conn.core.sessions[root]
-                    again = attrs.evolve(sub, from_seq=start)
+                live = self.conn.core.sessions.get(root)
+                if live is not None:  # this node took it over
                     assert self.conn._nursery is not None
-                    await self.conn._nursery.start(self.conn._follow, live, again, False)
+                    await self.conn._nursery.start(self.conn._follow, live, attrs.evolve(sub, from_seq=start), False)
                     return
-                if owner is not None and owner != gone and owner != self.me:
-                    remote = await self._remote(owner)
+                try:
+                    owner = await self.node.owner(root)
+                except ClusterError as exc:  # no quorum now: try where it was
+                    log.info("%s: session %s: %s", self.conn.address, sid, exc)
+                    owner = gone
+                if owner is not None and owner != self.me and not gone_from_this_machine(owner):
                     again = attrs.evolve(sub, from_seq=start, request_id=new_id())
-                    remote.internal.add(again.request_id)
-                    self.routes[root] = owner
-                    remote.subscriptions[sid] = sub
-                    if start is not None:
-                        remote.last_seq[sid] = start - 1
-                    await remote.tunnel.send((encode(again) + "\n").encode("utf-8"))
-                    log.info("%s: session %s followed again on node %s from %s", self.conn.address, sid, owner, start)
-                    return
+                    try:
+                        remote = await self._remote(owner)
+                        remote.internal.add(again.request_id)
+                        remote.opened.add(root)
+                        remote.subscriptions[sid] = sub
+                        if start is not None:
+                            remote.last_seq[sid] = start - 1
+                        await remote.tunnel.send((encode(again) + "\n").encode("utf-8"))
+                    except (RequestError, TunnelLost) as exc:  # that node is not there (yet)
+                        log.info("%s: session %s: node %s: %s", self.conn.address, sid, owner, exc)
+                    else:
+                        self.routes[root] = owner
+                        log.info("%s: session %s followed again on node %s from %s", self.conn.address, sid, owner, start)
+                        return
                 await trio.sleep(OWNER_POLL_S)
         await self.conn._send(
             SubscriptionEnded(session_id=sid, reason=f"its node {gone} went away and no node took it over in time")

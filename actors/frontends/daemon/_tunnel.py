@@ -78,12 +78,21 @@ class _Numbering:
     def __init__(self) -> None:
         self.sent = 0
         self.received = 0
+        self._sending = trio.Lock()
 
     async def publish(self, link: NatsLink, subject: str, data: bytes) -> None:
         step = max(1024, link.max_payload - CHUNK_ROOM)
-        for start in range(0, len(data), step):
-            self.sent += 1
-            await link.publish(subject, data[start : start + step], headers={SEQ: str(self.sent)})
+        async with self._sending:  # one frame's chunks together, numbered in order
+            for start in range(0, len(data), step):
+                # Counted once handed over: a ping never announces a chunk not yet sent.
+                await link.publish(subject, data[start : start + step], headers={SEQ: str(self.sent + 1)})
+                self.sent += 1
+
+    def missed(self, headers: dict[str, str]) -> bool:
+        """Whether a ping (or pong), which says how many chunks its side had sent, shows
+        that some did not arrive (the last ones before a silence: no later chunk would)."""
+        sent = headers.get(SEQ, "")
+        return sent.isdigit() and int(sent) > self.received
 
     def in_order(self, headers: dict[str, str]) -> bool:
         """Whether a chunk with ``headers`` is the next one (and count it)."""
@@ -133,8 +142,11 @@ class TunnelStream:
             if kind == "close":
                 return b""
             if kind == "ping":
+                if self._numbering.missed(msg.headers):
+                    log.warning("tunnel %s: chunks from the other node were lost; closing", self.out_subject)
+                    return b""
                 try:
-                    await self.link.publish(self.out_subject, b"", headers={HEADER: "pong"})
+                    await self.link.publish(self.out_subject, b"", headers={HEADER: "pong", SEQ: str(self._numbering.sent)})
                 except ClusterError:
                     return b""
                 continue
@@ -280,6 +292,8 @@ class Tunnel:
                     kind = msg.headers.get(HEADER)
                     if kind == "close":
                         return
+                    if kind == "pong" and self._numbering.missed(msg.headers):
+                        raise TunnelLost(f"chunks from node {self.node_id} were lost")
                     if kind == "pong" or not msg.data:
                         continue
                     if not self._numbering.in_order(msg.headers):
@@ -308,7 +322,7 @@ class Tunnel:
                 tunnel.cancel()
                 return
             try:
-                await self.link.publish(self.inbound, b"", headers={HEADER: "ping"})
+                await self.link.publish(self.inbound, b"", headers={HEADER: "ping", SEQ: str(self._numbering.sent)})
             except ClusterError:
                 return
 

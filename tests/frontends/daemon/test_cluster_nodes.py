@@ -5,6 +5,7 @@ cancels it there (through a tunnel over NATS). Real nats-server, two daemons."""
 from __future__ import annotations
 
 import getpass
+import logging
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -236,3 +237,59 @@ async def test_frames_over_the_servers_message_limit_cross_a_tunnel_whole(home: 
             echoed = [e.message for e in turn if type(e.message).__name__ == "SubmitPrompt"]
             assert echoed and echoed[0].display_text == text
             assert sid in b.core.sessions
+
+
+nats_cluster = cluster_fixtures.nats_cluster
+
+
+async def answered_again(ask: Any) -> None:
+    while True:
+        try:
+            await ask()
+            return
+        except DaemonError as exc:
+            assert "try again" in exc.message, exc.message
+
+
+@pytest.mark.slow
+async def test_sessions_go_on_with_one_server_of_three_and_wait_loudly_for_quorum_with_one(
+    home: Path, nats_cluster: list[NatsServer], nursery: trio.Nursery, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Three NATS servers, replicas 3, the session on node b, its client on node a.
+    One server killed (-9): turns go on. A second killed: the stream cannot take lines
+    (node b says so) and the client gets nothing it would lose; both back: the turn the
+    client had not seen arrives, and every event it saw is in the stream."""
+    caplog.set_level(logging.WARNING, logger="agentbus.daemon")
+    urls = ",".join(s.url for s in nats_cluster)
+    ws = home / "ws"
+    fake = write_responses(home / "f.responses", *(text_response(f"answer {i}") for i in range(3)))
+    seen: list[Any] = []
+    with trio.fail_after(150):
+        async with node(home / "b", urls, "node-b", serves=(str(ws),), replicas=3), node(
+            home / "a", urls, "node-a", serves=(), replicas=3
+        ), client_of(home / "a") as client:
+            sid = (await client.create_session(str(ws), fake_responses=str(fake), model="gemini-2.5-flash")).session_id
+            await client.subscribe(sid, from_seq=1)
+            await client.prompt(sid, "one")
+            seen += await events_until(client)
+            nats_cluster[0].kill()
+            # A request caught in the nodes' reconnection fails ("try again"); an
+            # idempotent one is asked until answered, then the turn goes on.
+            await answered_again(lambda: client.list_mcp_servers(sid))
+            await client.prompt(sid, "two")
+            seen += await events_until(client)
+            nats_cluster[1].kill()
+            await answered_again(lambda: client.list_mcp_servers(sid))
+            await client.prompt(sid, "three")
+            while "waiting for the cluster to take its lines" not in caplog.text:  # noqa: ASYNC110
+                await trio.sleep(0.1)  # node b's mirror says it is waiting (a retry every 0.5 s)
+            assert "answer 2" not in "".join(getattr(e.message, "text", "") for e in seen)
+            await nats_cluster[0].start(nursery)
+            await nats_cluster[1].start(nursery)
+            seen += await events_until(client)
+            assert "answer 2" in "".join(getattr(e.message, "text", "") for e in seen)
+        async with open_link(urls) as link:
+            stored = {line_seq(line) for _, line in await Journal(link, USER, sid).lines()}
+    assert {e.seq for e in seen} <= stored
+    seqs = [e.seq for e in seen]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
