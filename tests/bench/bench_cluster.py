@@ -384,6 +384,8 @@ async def _workers_up(front: Daemon, gone: set[int]) -> None:
 
 
 async def _failover(home: Path, runs: int) -> dict[str, Any]:
+    """kill -9 of the ``--workers`` worker running a streaming session, the client on the
+    front; each run a new session, once both workers run again."""
     from actors.frontends.daemon.client import open_client
     from bus.messages import SessionOpened
 
@@ -413,7 +415,7 @@ async def _failover(home: Path, runs: int) -> dict[str, Any]:
                 assert opened.resumed, opened
                 await _workers_up(front, gone)
                 now, _ = await _worker_running(front, sid)
-                by.append("the other worker" if now != worker else "the same worker, started again")
+                by.append("the other worker" if now != worker else "the worker started again in its place")
                 await client.end_session(sid)
     return {"median_s": statistics.median(took), "runs": took, "by": by}
 
@@ -742,7 +744,8 @@ def _record(
         f"cluster: failover, kill -9 of a --workers worker -> session open again (median of {FAILOVER_RUNS})",
         failover["median_s"],
         "s",
-        target=f"a turn streaming; until the front's client sees SessionOpened; runs {runs} s; taken over by {'; '.join(failover['by'])}",
+        target=f"a turn streaming; until the front's client sees SessionOpened; runs {runs} s; taken over by "
+        + ", ".join(f"{who} ({failover['by'].count(who)} of {FAILOVER_RUNS})" for who in sorted(set(failover["by"]))),
     )
     runs = ", ".join(f"{t:.2f}" for t in node_failover["runs"])
     record(
