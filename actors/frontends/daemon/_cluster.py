@@ -263,15 +263,19 @@ class ClusterNode:
         who = await self.leases.owner(session_id)
         return None if who is None or gone_from_this_machine(who) else who
 
-    async def publish_session(self, entry: Any, state: str) -> None:
+    async def publish_session(self, entry: Any, state: str, title: str = "") -> None:
+        """The session's record in the directory (its title kept when none is given:
+        a resumed run learns it again only from a new prompt)."""
         from actors.cluster import ClusterError
         from actors.cluster.lease import lease_key
 
         if self.sessions is None:
             return
-        data = json.dumps({"entry": attrs.asdict(entry), "node": self.config.node_id, "state": state}).encode("utf-8")
         try:
-            await self.sessions.put(lease_key(entry.session_id), data)
+            if not title:
+                title = str(((await self.known_session(entry.session_id)) or {}).get("title", ""))
+            record = {"entry": attrs.asdict(entry), "node": self.config.node_id, "state": state, "title": title}
+            await self.sessions.put(lease_key(entry.session_id), json.dumps(record).encode("utf-8"))
         except ClusterError as exc:
             log.warning("session %s: the cluster's directory could not be updated: %s", entry.session_id, exc)
 
@@ -434,6 +438,14 @@ class SessionMirror:
     compared: bool = False
     entry: Any = None
     """The session's registry entry (what the directory lists)."""
+    title: str = ""
+
+    def titled(self, title: str) -> None:
+        """The session's first prompt came: the directory lists it by it (as
+        ``--resume N``/``latest`` number sessions with a prompt)."""
+        self.title = title
+        if self.entry is not None:
+            self.node.nursery.start_soon(self.node.publish_session, self.entry, "running", title)
     taken: bool = False
     """Whether this node's journal has appended (taken the session over) yet."""
     state: str = "following"
@@ -513,7 +525,7 @@ class SessionMirror:
             elif self.state == "ended" and self.lease is not None:
                 with trio.move_on_after(DRAIN_S), contextlib.suppress(ClusterError):
                     if self.entry is not None:
-                        await self.node.publish_session(self.entry, "dormant")
+                        await self.node.publish_session(self.entry, "dormant", self.title)
                     await self.node.leases.release(self.lease)
         finally:
             if self.node.mirrors.get(self.session_id) is self and not self.handed_over:

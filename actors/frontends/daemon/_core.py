@@ -460,7 +460,7 @@ class DaemonCore:
             log.warning("the cluster's sessions could not be listed: %s", exc)
             return []
         out = []
-        for sid, record in records.items():
+        for sid, record in sorted(records.items(), key=lambda item: str(item[1]["entry"].get("created", ""))):
             entry = record["entry"]
             if sid in known or (wanted is not None and entry.get("workspace") != wanted):
                 continue
@@ -474,6 +474,7 @@ class DaemonCore:
                     workspace=str(entry.get("workspace", "")),
                     model=str(entry.get("model", "")),
                     approval_mode=str(entry.get("approval_mode", "")),
+                    title=str(record.get("title", "")),
                     last_updated=str(entry.get("created", "")),
                 )
             )
@@ -815,6 +816,7 @@ class DaemonCore:
     async def _monitor(self, live: LiveSession, sub: Any) -> None:
         try:
             async for env in sub:
+                untitled = not live.title
                 if not _observe(live, env):
                     break
                 # The messages already waiting are taken at once, without a checkpoint
@@ -828,6 +830,8 @@ class DaemonCore:
                         return
                 if live.mirror is not None:
                     live.mirror.poke()
+                    if untitled and live.title:
+                        live.mirror.titled(live.title)
         finally:
             self.bus.unsubscribe(sub)
 

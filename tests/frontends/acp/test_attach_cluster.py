@@ -67,3 +67,8 @@ async def test_chat_attached_to_a_node_talks_to_a_session_on_another(home: Path,
             assert done.returncode == 0, done.stdout + done.stderr
             assert "Hello from node b." in done.stdout
             assert len(b.core.registry.entries()) == 1  # the session is node b's
+            # `--resume latest` on node a finds it (the cluster's directory: titled by
+            # its first prompt) and prints the conversation so far.
+            resumed = await trio.to_thread.run_sync(lambda: piped_chat(home / "a", "--resume", "latest", typed="/quit\n"))
+            assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+            assert "hi there" in resumed.stdout and "Hello from node b." in resumed.stdout
