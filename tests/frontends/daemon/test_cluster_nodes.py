@@ -293,3 +293,27 @@ async def test_sessions_go_on_with_one_server_of_three_and_wait_loudly_for_quoru
     assert {e.seq for e in seen} <= stored
     seqs = [e.seq for e in seen]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+
+
+async def test_a_stream_deleted_under_a_running_session_is_reported_and_the_session_goes_on(
+    home: Path, nats_server: NatsServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="agentbus.daemon")
+    ws = home / "ws"
+    fake = write_responses(home / "f.responses", text_response("one"), text_response("two"))
+    with trio.fail_after(60):
+        async with node(home / "b", nats_server.url, "node-b", serves=(str(ws),)) as b, node(
+            home / "a", nats_server.url, "node-a", serves=()
+        ), client_of(home / "a") as client:
+            sid = (await client.create_session(str(ws), fake_responses=str(fake), model="gemini-2.5-flash")).session_id
+            await client.subscribe(sid, from_seq=1)
+            await client.prompt(sid, "one")
+            await events_until(client)
+            mirror = b.core.sessions[sid].mirror
+            async with open_link(nats_server.url) as link:
+                await link.delete_stream(Journal(link, USER, sid).stream)
+            await client.prompt(sid, "two")
+            turn = await events_until(client)
+            assert "two" in "".join(getattr(e.message, "text", "") for e in turn)
+            assert mirror.state == "failed" and "was the stream deleted" in mirror.problem
+            assert "was the stream deleted" in caplog.text and sid in b.core.sessions
