@@ -56,7 +56,7 @@ import random as _random
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -73,26 +73,17 @@ from ._grounding import (
     response_text,
     source_lines,
 )
-from ._http import (
-    BODY_IDLE_TIMEOUT_S,
-    BlockedAddressError,
-    FetchError,
-    HttpResponse,
-    Resolver,
-    check_destination,
-    http_get,
-)
 from ._paths import js_prefix
 from ._read_file import is_binary_data
 from ._untrusted import wrap_untrusted
-from ._url import (
-    InvalidUrlError,
-    convert_github_url_to_raw,
-    is_internal_hostname,
-    normalize_url,
-    parse_prompt,
-    parse_url,
-)
+
+if TYPE_CHECKING:
+    from ._http import HttpResponse, Resolver
+
+    HttpGet = Callable[..., Awaitable[HttpResponse]]
+
+# The HTTP client and the URL rules (``_http``, ``_url``) are imported by the first call
+# that reads a prompt's URLs: every session registers web_fetch, few call it.
 
 URL_FETCH_TIMEOUT_S = 10.0
 MAX_CONTENT_LENGTH = 250_000
@@ -144,9 +135,6 @@ _DESCRIPTION = (
     "full URLs (up to 20) in 'prompt'. Only public http(s) addresses can be read: local "
     "and private-network hosts are refused, and each host allows 10 requests a minute."
 )
-
-HttpGet = Callable[..., Awaitable[HttpResponse]]
-
 
 class _UrlFailure(Exception):
     def __init__(self, message: str, *, status: int | None = None) -> None:
@@ -250,6 +238,8 @@ def page_text(body: bytes, content_type: str) -> str:
 
 def is_retryable(exc: BaseException) -> bool:
     """Gemini's ``isRetryableError`` for fetch failures (``retryFetchErrors`` on)."""
+    from ._http import BlockedAddressError, FetchError
+
     if isinstance(exc, BlockedAddressError):
         return False
     if isinstance(exc, FetchError):
@@ -287,6 +277,8 @@ class FetchSession:
 
     def allow_url(self, url: str, now_ms: float) -> bool:
         """A URL that does not parse is allowed (Gemini's ``checkRateLimit`` catch)."""
+        from ._url import InvalidUrlError, parse_url
+
         try:
             hostname = parse_url(url).hostname
         except InvalidUrlError:
@@ -321,20 +313,45 @@ class WebFetchTool:
         allow_private_hosts: bool = False,
         resolver: Resolver | None = None,
         fetch_timeout_s: float = URL_FETCH_TIMEOUT_S,
-        body_idle_timeout_s: float = BODY_IDLE_TIMEOUT_S,
+        body_idle_timeout_s: float | None = None,
         retry: RetryPolicy | None = None,
         rng: _random.Random | None = None,
         http: HttpGet | None = None,
     ) -> None:
         self.allow_private_hosts = allow_private_hosts
         """Test-only: fetch private and loopback hosts (Gemini never does)."""
-        self.resolver = resolver if resolver is not None else Resolver.from_environ()
+        self._resolver = resolver
         self.fetch_timeout_s = fetch_timeout_s
-        self.body_idle_timeout_s = body_idle_timeout_s
+        self._body_idle_timeout_s = body_idle_timeout_s
         self.retry = retry if retry is not None else RetryPolicy()
         self.rng = rng if rng is not None else _random.Random()
-        self.http: HttpGet = http if http is not None else http_get
+        self._http = http
         self._sessions: dict[str, FetchSession] = {}
+
+    @property
+    def resolver(self) -> Resolver:
+        """The one given, else the environment's (read at the first fetch)."""
+        if self._resolver is None:
+            from ._http import Resolver
+
+            self._resolver = Resolver.from_environ()
+        return self._resolver
+
+    @property
+    def http(self) -> HttpGet:
+        if self._http is None:
+            from ._http import http_get
+
+            self._http = http_get
+        return self._http
+
+    @property
+    def body_idle_timeout_s(self) -> float:
+        if self._body_idle_timeout_s is None:
+            from ._http import BODY_IDLE_TIMEOUT_S
+
+            self._body_idle_timeout_s = BODY_IDLE_TIMEOUT_S
+        return self._body_idle_timeout_s
 
     def declaration(self, model: str) -> dict[str, Any]:
         return {"name": self.name, "description": _DESCRIPTION, "parametersJsonSchema": _SCHEMA}
@@ -345,6 +362,8 @@ class WebFetchTool:
             return (
                 "The 'prompt' parameter cannot be empty and must contain URL(s) and instructions."
             )
+        from ._url import parse_prompt
+
         valid, errors = parse_prompt(prompt)
         if errors:
             return "Error(s) in prompt URLs:\n- " + "\n- ".join(errors)
@@ -371,6 +390,8 @@ class WebFetchTool:
     async def execute(
         self, args: Mapping[str, Any], env: ToolEnv, output: OutputSink | None = None
     ) -> ToolResult:
+        from ._url import normalize_url, parse_prompt
+
         session = self.session(env)
         # Taken before the first checkpoint: turns follow the order calls start in.
         previous, mine = session.take_turn()
@@ -407,6 +428,9 @@ class WebFetchTool:
         """Gemini's ``isBlockedHost``: internal, private, or not resolvable."""
         if self.allow_private_hosts:
             return False
+        from ._http import FetchError, check_destination
+        from ._url import InvalidUrlError, is_internal_hostname, parse_url
+
         try:
             parsed = parse_url(url)
         except InvalidUrlError:
@@ -453,6 +477,8 @@ class WebFetchTool:
         )
 
     async def _fallback(self, prompt: str, urls: list[str], env: ToolEnv) -> ToolResult:
+        from ._http import FetchError
+
         unique = list(dict.fromkeys(urls))
         successes: list[tuple[str, str]] = []
         errors: dict[str, str] = {}
@@ -494,6 +520,8 @@ class WebFetchTool:
 
     async def fetch_page(self, url_text: str) -> str:
         """One URL as text (Gemini's ``executeFallbackForUrl``); raises with its message."""
+        from ._url import convert_github_url_to_raw
+
         url = convert_github_url_to_raw(url_text)
         if await self.is_blocked_host(url):
             raise _UrlFailure(f"Access to blocked or private host {url} is not allowed.")
@@ -524,6 +552,8 @@ class WebFetchTool:
         return response
 
     async def _with_retries(self, url: str) -> HttpResponse:
+        from ._http import FetchError
+
         delay = self.retry.initial_delay_s
         attempt = 0
         while True:

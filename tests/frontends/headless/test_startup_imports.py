@@ -1,9 +1,9 @@
 """What a headless run imports (issue #20: start-up is import-bound): not the daemon's
-protocol, nor the HTTP client and HTML parser that only a web fetch uses; without hooks
-configured, not the hook runner; a prompt without ``@`` and no MCP server, not the ``@``
-expansion nor the MCP session code; with no shell command to run or check, not the
-shell's readers (bash grammar, shell-quote) nor the policy's command-safety lists; with
-no tool call, not the scheduler's batch machinery."""
+protocol, nor the HTTP client, URL rules and HTML parser that only a web fetch uses;
+without hooks configured, not the hook runner; a prompt without ``@`` and no MCP server,
+not the ``@`` expansion nor the MCP session code; with no shell command to run or check,
+not the shell's readers (bash grammar, shell-quote) nor the policy's command-safety
+lists; with no tool call, not the scheduler's batch machinery."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ NOT_IMPORTED = (
     "actors.scheduler._command_safety",
     "actors.scheduler._batch",
     "actors.scheduler._call_state",
+    "actors.tools._http",
+    "actors.tools._url",
 )
 
 
