@@ -11,12 +11,19 @@ Backpressure: inboxes are bounded and a sender waits while its recipient's inbox
 full. Observers choose: ``block`` (core observers such as the recorder: the bus waits
 for them) or ``lag`` (remote clients: when full they are marked lagging, miss messages,
 and learn from ``Subscription.lagged_from`` where to resynchronise from the recording).
+
+An observer may also name the message types it wants (``wants``, a test on the type's
+name): the bus passes the others by without handing them over (and without waking the
+observer), so a subscription's messages then have gaps. ``Subscription.since`` and
+``Subscription.position`` say which gaps are the filter's: from ``since`` on, every
+message reached the subscription or was passed by, and ``position`` is the next one the
+bus will offer it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Literal
 
 import attrs
@@ -51,6 +58,14 @@ class Subscription:
     receive: trio.MemoryReceiveChannel[Envelope]
     lagged_from: int | None = None
     """First sequence number this observer missed (``lag`` policy), or None."""
+    wants: Callable[[str], bool] | None = None
+    """The message types (by name) it is handed; None: every message."""
+    since: int = 0
+    """The first sequence number of its session it is offered (the session's next one
+    when it subscribed; 0 for an observer of every session)."""
+    position: int = 0
+    """The next sequence number the bus will offer it: every message before it (from
+    ``since``) was handed over, passed by (``wants``) or missed (``lagged_from``)."""
 
     def __aiter__(self) -> AsyncIterator[Envelope]:
         return self.receive.__aiter__()
@@ -154,16 +169,20 @@ class Bus:
         *,
         policy: Literal["block", "lag"] = "block",
         capacity: float = DEFAULT_INBOX,
+        wants: Callable[[str], bool] | None = None,
     ) -> Subscription:
-        """Observe every message of ``session_id`` (``ALL_SESSIONS``: of every session)."""
+        """Observe every message of ``session_id`` (``ALL_SESSIONS``: of every session),
+        or only those whose type name ``wants`` accepts."""
         send, receive = trio.open_memory_channel[Envelope](
             math.inf if capacity == math.inf else capacity
         )
-        sub = Subscription(name, session_id, policy, send, receive)
+        sub = Subscription(name, session_id, policy, send, receive, wants=wants)
         if session_id == ALL_SESSIONS:
             self._global_observers.append(sub)
         else:
-            self._route(session_id).observers.append(sub)
+            route = self._route(session_id)
+            sub.since = sub.position = route.next_seq
+            route.observers.append(sub)
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
@@ -222,7 +241,11 @@ class Bus:
             )
             route.next_seq += 1
             first = True
+            name = type(message).__name__
             for sub in (*route.observers, *self._global_observers):
+                sub.position = env.seq + 1
+                if sub.wants is not None and not sub.wants(name):
+                    continue
                 if (first and sub.policy == "block") or not sub._hand(env):
                     await sub._offer(env)
                     first = False

@@ -8,7 +8,7 @@ import trio
 import trio.testing
 
 from bus import Bus, DeliveryError
-from bus.messages import TextStreamed
+from bus.messages import TextStreamed, TurnEnded
 from bus.testing import assert_gap_free, capture_session
 
 
@@ -88,6 +88,24 @@ async def test_lagging_observer_is_marked_and_skipped_not_blocking() -> None:
     slow.clear_lag()
     await a.publish(text("s", 9))
     assert slow.receive.receive_nowait().seq == 6
+
+
+async def test_an_observer_that_names_types_is_handed_only_those_and_knows_what_was_passed_by() -> None:
+    bus = Bus()
+    a = bus.connect("a")
+    await a.publish(text("s", 0))
+    picky = bus.subscribe("s", "picky", policy="lag", capacity=2, wants={"TurnEnded"}.__contains__)
+    everything = bus.subscribe("s", "all", policy="block", capacity=100)
+    assert (picky.since, picky.position) == (2, 2)
+    for i in range(5):
+        await a.publish(text("s", i))  # passed by: neither handed nor counted as a lag
+    await a.publish(TurnEnded(session_id="s", turn_id="t", stop_reason="end_turn"))
+    assert picky.lagged_from is None
+    assert picky.position == 8
+    assert [picky.receive.receive_nowait().seq] == [7]
+    with pytest.raises(trio.WouldBlock):
+        picky.receive.receive_nowait()
+    assert [everything.receive.receive_nowait().seq for _ in range(6)] == [2, 3, 4, 5, 6, 7]
 
 
 async def test_the_first_observer_has_each_message_before_anyone_else_does() -> None:
