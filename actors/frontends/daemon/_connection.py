@@ -31,7 +31,11 @@ recording holds exactly the missing ones: they are read and sent first. When the
 subscription lags (its buffer full because the client is slow), the client gets
 ``ObserverLagged``, the lag is cleared, and the follower catches up from the recording
 the same way. A slow client therefore never blocks the session (the bus never waits for
-a ``lag`` subscriber) and never sees a gap.
+a ``lag`` subscriber) and never sees a gap. The subscription is handed only the
+messages the client gets (``wants``: the bus passes the actors' own traffic by without
+waking the follower), so a live message above ``expected`` whose gap starts at or after
+the subscription's ``since`` is just that traffic (or numbers voided before anyone saw
+them): ``expected`` moves on to it; only a gap before ``since`` is read from the recording.
 
 **Questions still open.** A client that subscribes after an approval was asked (the one
 asked went away; ``chat --resume`` starts at the live point) is asked too: ``Subscribed``
@@ -749,7 +753,11 @@ class ConnectionActor:
         sid = live.session_id
         # Subscribe and read the live point in one step: every later message reaches us.
         sub = follower.sub = self.bus.subscribe(
-            sid, self.address, policy="lag", capacity=self.limits.subscription_capacity
+            sid,
+            self.address,
+            policy="lag",
+            capacity=self.limits.subscription_capacity,
+            wants=None if wanted is everything else wanted,
         )
         live.subscribers += 1
         try:
@@ -797,7 +805,7 @@ class ConnectionActor:
         The daemon's monitor notes them as messages reach it: a message numbered just
         before the live point may still be on its way there (a few scheduler rounds)."""
         for _ in range(CATCHUP_SETTLE_ROUNDS):
-            if live.next_seq >= live_point:
+            if live.seen() >= live_point:
                 break
             await trio.lowlevel.checkpoint()
         asked = sorted((item for item in live.asked.items() if item[1].seq < live_point), key=lambda item: item[1].seq)
@@ -824,6 +832,10 @@ class ConnectionActor:
             size = 0
             ended = False
             while True:
+                if env.seq > expected and sub.wants is not None and expected >= sub.since:
+                    # The bus passed by the messages between (none is wanted): from
+                    # ``since`` on, a missed one shows as ``lagged_from`` first.
+                    expected = env.seq
                 if env.seq > expected:
                     # Missing messages come from the recording, before this one.
                     if batch:

@@ -161,6 +161,28 @@ class LiveSession:
     memory only (their environment and headers may hold secrets)."""
     mirror: Any = None
     """With ``--cluster``: its ``_cluster.SessionMirror`` (poked by the monitor)."""
+    monitor: Any = None
+    """The monitor's bus subscription: it is handed only the ``_MONITORED`` types (all
+    messages with a ``mirror``)."""
+
+    def seen(self) -> int:
+        """The next sequence number the monitor has not looked at. It is handed only what
+        it monitors: once it waits with nothing handed, it has looked at everything up to
+        the subscription's position (the rest the bus passed by)."""
+        sub = self.monitor
+        if sub is not None:
+            stats = sub.receive.statistics()
+            if not stats.current_buffer_used and stats.tasks_waiting_receive:
+                return max(self.next_seq, int(sub.position))
+        return self.next_seq
+
+    def last_updated(self) -> float:
+        """Wall-clock time of its last message: its recording's last write (the monitor
+        is not woken by every message), else of the last one the monitor saw."""
+        try:
+            return max(self.updated_at, os.stat(self.recording).st_mtime)
+        except OSError:
+            return self.updated_at
 
     @property
     def session_id(self) -> str:
@@ -174,10 +196,10 @@ class LiveSession:
             model=self.entry.model,
             approval_mode=self.entry.approval_mode,
             title=self.title,
-            last_updated=now_iso(self.updated_at),
+            last_updated=now_iso(self.last_updated()),
             busy=self.busy,
             pending_approvals=tuple(self.pending),
-            next_seq=self.next_seq,
+            next_seq=self.seen(),
             clients=self.subscribers,
         )
 
@@ -783,7 +805,12 @@ class DaemonCore:
                 async with trio.open_nursery() as nursery:
                     def observe(_addrs: runtime.SessionAddresses) -> None:
                         # After the supervisor: the recorder is the session's first observer.
-                        monitor = self.bus.subscribe(sid, f"daemon-monitor:{sid}", policy="block", capacity=256)
+                        # A mirror is poked at every message (new lines to copy): then the
+                        # monitor is handed all of them.
+                        wants = None if live.mirror is not None else _MONITORED_NAMES.__contains__
+                        monitor = live.monitor = self.bus.subscribe(
+                            sid, f"daemon-monitor:{sid}", policy="block", capacity=256, wants=wants
+                        )
                         nursery.start_soon(self._monitor, live, monitor)
 
                     # SessionStart hooks first: their context opens the history.
@@ -848,8 +875,9 @@ _MONITORED = frozenset(
     (TurnStarted, TurnEnded, ScheduleBatch, BatchSettled, ToolCallUpdated, ApprovalRequested, ApprovalSettled,
      SubmitPrompt, SessionClosed)
 )
-"""The message types the monitor looks into; the others (model chunks, text) only move
-the session's position and time."""
+"""The message types the monitor is handed; the bus passes the others (model chunks,
+text) by (``LiveSession.seen`` and ``last_updated`` account for them)."""
+_MONITORED_NAMES = frozenset(t.__name__ for t in _MONITORED)
 
 
 _ENTRY_FIELDS = frozenset(attrs.fields_dict(SessionEntry))

@@ -131,6 +131,23 @@ async def collect_until_second_end(client: object) -> list[Envelope]:
     raise AssertionError("closed")
 
 
+async def test_a_listing_mid_stream_counts_the_messages_the_monitor_is_not_handed(home: Path) -> None:
+    # The daemon's monitor is handed only the messages it looks into (not the chunks):
+    # a session listed while its answer streams is still at its latest message.
+    fake = write_responses(home / "f.responses", text_response("one ", "two ", "three"))
+    with trio.fail_after(20):
+        async with running_daemon(home), client_of(home) as c:
+            sid = (
+                await c.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash", fake_chunk_delay_ms=200)
+            ).session_id
+            await c.subscribe(sid, from_seq=1)
+            await c.prompt(sid, "count")
+            streamed = (await events_until(c, lambda m: isinstance(m, TextStreamed)))[-1]
+            (listed,) = (await c.list_sessions(str(home / "ws"))).sessions
+            assert listed.busy and listed.next_seq == streamed.seq + 1
+            await events_until(c)
+
+
 async def test_sessions_outlive_the_daemon_and_end_when_a_client_ends_them(home: Path) -> None:
     fake = write_responses(home / "f.responses", text_response("one"), text_response("two"))
     with trio.fail_after(20):
