@@ -1,9 +1,11 @@
 """A session's recording as a JetStream subject, with fenced appends.
 
-Each line of the local recording (``actors.recording``: a meta line opening each
-process's part, then envelope and void lines) is one message on the session's subject
-``agentbus.<user>.session.<session>.log`` of the user's stream ``AGENTBUS_<user>``:
-``export`` writes exactly the local file. A line over the server's message limit goes
+The lines of the local recording (``actors.recording``: a meta line opening each
+process's part, then envelope and void lines) are the messages of the session's subject
+``agentbus.<user>.session.<session>.log`` of the user's stream ``AGENTBUS_<user>``, a
+line a message or several lines joined by newlines in one (header ``Agentbus-Lines``:
+a writer appends what it has in one round trip): ``export`` writes exactly the local
+file. A line over the server's message limit goes
 as parts (header ``Agentbus-Part: i/n``) that ``lines`` joins again; a line whose parts
 did not all arrive (its writer was fenced or died between them) is dropped as a torn
 last line of a local file is.
@@ -32,6 +34,8 @@ import trio
 from actors.cluster.errors import Fenced, TooLarge
 
 PART = "Agentbus-Part"
+LINES = "Agentbus-Lines"
+"""On a message holding several lines (joined by newlines): how many."""
 MSG_ID = "Nats-Msg-Id"
 PART_MARGIN = 1024
 """Room left in a message for headers."""
@@ -115,6 +119,29 @@ class Journal:
             await self._append_one(piece, {PART: f"{i}/{len(pieces)}"})
         return self.last
 
+    def batches(self, lines: list[bytes]) -> list[list[bytes]]:
+        """``lines`` cut into runs that fit one message each (a line too large for a
+        message alone is a run of its own: it goes as parts)."""
+        room = self.store.max_payload - PART_MARGIN
+        out: list[list[bytes]] = []
+        size = 0
+        for line in lines:
+            if out and size + 1 + len(line) <= room:  # (a run that is one oversize line: never)
+                out[-1].append(line)
+                size += 1 + len(line)
+            else:
+                out.append([line])
+                size = len(line)
+        return out
+
+    async def append_batch(self, lines: list[bytes]) -> int:
+        """Store a run of ``batches``: one message (header ``Agentbus-Lines``) for several
+        lines, as ``append`` for one. Tried again after ``NoQuorum``, it is stored once."""
+        if len(lines) == 1:
+            return await self.append(lines[0])
+        await self._append_one(b"\n".join(lines), {LINES: str(len(lines))})
+        return self.last
+
     async def _append_one(self, data: bytes, headers: dict[str, str]) -> None:
         """One message, fenced on ``last``. An append whose answer was lost (``NoQuorum``:
         the cluster may have stored it anyway) and that is tried again finds itself as
@@ -144,7 +171,10 @@ class Journal:
             part = msg.headers.get(PART)
             if part is None:
                 parts = []  # a line whose parts stopped short: torn, dropped
-                out.append((msg.seq, msg.data))
+                if LINES in msg.headers:
+                    out.extend((msg.seq, line) for line in msg.data.split(b"\n"))
+                else:
+                    out.append((msg.seq, msg.data))
                 continue
             index, _, count = part.partition("/")
             if index == "1":

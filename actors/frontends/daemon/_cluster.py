@@ -123,6 +123,8 @@ class NodeInfo:
     """How many sessions it runs: its load."""
     host: str = ""
     pid: int = 0
+    revision: int = 0
+    """Of its entry in the bucket (not advertised: what this node read)."""
 
     def serves_workspace(self, workspace: str) -> bool:
         return ClusterConfig(url="", node_id=self.node_id, serves=self.serves).serves_workspace(workspace)
@@ -211,6 +213,9 @@ class ClusterNode:
         """``AGENTBUS_SESSIONS_<user>``: every session of the user the cluster knows:
         its registry entry, the node that last ran it, ``running`` or ``dormant``."""
         self.mirrors: dict[str, SessionMirror] = {}
+        self._placed: dict[str, tuple[int, int]] = {}
+        """Node -> (the revision of its entry when this node last placed a session
+        there, how many it placed there since that revision)."""
         self.core: Any = None
         """The ``DaemonCore`` of this node (it sets itself here)."""
 
@@ -241,10 +246,10 @@ class ClusterNode:
         if self.nodes is None:
             return {}
         out: dict[str, NodeInfo] = {}
-        for data, _ in (await self.nodes.items()).values():
+        for data, revision in (await self.nodes.items()).values():
             info = NodeInfo.decode(data)
             if info is not None and not gone_from_this_machine(info.node_id):
-                out[info.node_id] = info
+                out[info.node_id] = attrs.evolve(info, revision=revision)
         return out
 
     async def place(self, workspace: str) -> str | None:
@@ -255,7 +260,17 @@ class ClusterNode:
         eligible = [n for n in nodes.values() if n.serves_workspace(workspace)]
         if not eligible:
             return None
-        return min(eligible, key=lambda n: (n.sessions, n.node_id != self.config.node_id, n.node_id)).node_id
+
+        def load(n: NodeInfo) -> int:
+            # Sessions placed there since it last advertised its load count too: a
+            # burst of new sessions is spread, not all sent to the node idle a moment ago.
+            seen, placed = self._placed.get(n.node_id, (n.revision, 0))
+            return n.sessions + (placed if seen == n.revision and n.node_id != self.config.node_id else 0)
+
+        chosen = min(eligible, key=lambda n: (load(n), n.node_id != self.config.node_id, n.node_id))
+        seen, placed = self._placed.get(chosen.node_id, (chosen.revision, 0))
+        self._placed[chosen.node_id] = (chosen.revision, placed + 1 if seen == chosen.revision else 1)
+        return chosen.node_id
 
     async def owner(self, session_id: str) -> str | None:
         """The node holding ``session_id``'s lease; None: nobody (or a process of this
@@ -546,20 +561,33 @@ class SessionMirror:
         assert self.journal is not None
         if not self.compared:
             await self._skip_what_the_stream_has()
-        while self.backlog:
-            line, end = self.backlog[0]
-            await self._put(line)
-            self.pos = end
-            del self.backlog[0]
+        if self.backlog:
+            await self._put_lines(self.backlog, backlog=True)
         while True:
             ended = self.ended
             self.wake = trio.Event()
-            for line, end in await trio.to_thread.run_sync(complete_lines_from, self.recording, self.pos):
-                await self._put(line)
-                self.pos = end
+            await self._put_lines(await trio.to_thread.run_sync(complete_lines_from, self.recording, self.pos))
             if ended:
                 return
             await self.wake.wait()
+
+    async def _put_lines(self, lines: list[tuple[bytes, int]], *, backlog: bool = False) -> None:
+        """New lines (each with the offset after it) into the journal, as few messages
+        as fit (one round trip for what a wake-up found, not one a line); ``backlog``:
+        they are the backlog's, taken off it as they are stored (a handover mid-way
+        passes on the rest)."""
+        assert self.journal is not None
+        lines = list(lines)
+        runs = ([[lines[0][0]]] if lines and not self.taken else []) + self.journal.batches(
+            [line for line, _ in lines[1 if lines and not self.taken else 0 :]]
+        )  # the take-over is an append of its own
+        done = 0
+        for run in runs:
+            await self._put(run)
+            done += len(run)
+            self.pos = lines[done - 1][1]
+            if backlog:
+                del self.backlog[: len(run)]
 
     async def _skip_what_the_stream_has(self) -> None:
         """Drop from the backlog what the stream already holds (an earlier run of the
@@ -590,9 +618,10 @@ class SessionMirror:
             self.backlog.clear()
         self.compared = True
 
-    async def _put(self, line: bytes) -> None:
-        """One line into the journal, fenced; tried again while the cluster cannot
-        acknowledge (the journal stores a retried line once)."""
+    async def _put(self, batch: list[bytes]) -> None:
+        """A run of lines into the journal in one message (one line: the take-over),
+        fenced; tried again while the cluster cannot acknowledge (the journal stores a
+        retried message once)."""
         from actors.cluster import NoQuorum, Unreachable
 
         assert self.journal is not None
@@ -600,11 +629,12 @@ class SessionMirror:
         while True:
             try:
                 if self.taken:
-                    await self.journal.append(line)
+                    await self.journal.append_batch(batch)
                 else:
-                    await self.journal.take_over(line)
+                    await self.journal.take_over(batch[0])
                     self.taken = True
-                self._acked(line)
+                for line in batch:
+                    self._acked(line)
                 return
             except (NoQuorum, Unreachable) as exc:
                 if not waiting:

@@ -272,43 +272,52 @@ class Tunnel:
 
     async def run(self, deliver: Callable[[list[bytes]], Awaitable[None]]) -> None:
         """Deliver A's frames (complete lines, each with its newline) until A closes the
-        tunnel (returns) or goes silent (``TunnelLost``)."""
+        tunnel (returns) or goes silent (``TunnelLost``, raised as itself: the reason
+        is kept while the pinging task is cancelled, and raised once it is)."""
+        lost: str | None = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._ping, nursery.cancel_scope)
+            try:
+                await self._receive(deliver)
+            except TunnelLost as exc:
+                lost = str(exc)
+            finally:
+                self._closed = True
+                nursery.cancel_scope.cancel()
+        if lost is not None:
+            raise TunnelLost(lost)
+        if self._gone:
+            raise TunnelLost(f"node {self.node_id} is gone (its process ended)")
+
+    async def _receive(self, deliver: Callable[[list[bytes]], Awaitable[None]]) -> None:
         from actors.cluster import ClusterError
 
         assert self._inbox is not None
         inbox = self._inbox
         buffer = b""
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._ping, nursery.cancel_scope)
-            try:
-                while True:
-                    with trio.move_on_after(DEAD_S) as waited:
-                        try:
-                            msg = await inbox.receive()
-                        except ClusterError as exc:
-                            raise TunnelLost(f"node {self.node_id}: {exc}") from None
-                    if waited.cancelled_caught:
-                        raise TunnelLost(f"node {self.node_id} is silent (gone?)")
-                    kind = msg.headers.get(HEADER)
-                    if kind == "close":
-                        return
-                    if kind == "pong" and self._numbering.missed(msg.headers):
-                        raise TunnelLost(f"chunks from node {self.node_id} were lost")
-                    if kind == "pong" or not msg.data:
-                        continue
-                    if not self._numbering.in_order(msg.headers):
-                        raise TunnelLost(f"a chunk from node {self.node_id} was lost")
-                    buffer += msg.data
-                    end = buffer.rfind(b"\n")
-                    if end >= 0:
-                        lines = buffer[: end + 1].splitlines(keepends=True)
-                        buffer = buffer[end + 1 :]
-                        await deliver(lines)
-            finally:
-                self._closed = True
-                nursery.cancel_scope.cancel()
-        if self._gone:
-            raise TunnelLost(f"node {self.node_id} is gone (its process ended)")
+        while True:
+            with trio.move_on_after(DEAD_S) as waited:
+                try:
+                    msg = await inbox.receive()
+                except ClusterError as exc:
+                    raise TunnelLost(f"node {self.node_id}: {exc}") from None
+            if waited.cancelled_caught:
+                raise TunnelLost(f"node {self.node_id} is silent (gone?)")
+            kind = msg.headers.get(HEADER)
+            if kind == "close":
+                return
+            if kind == "pong" and self._numbering.missed(msg.headers):
+                raise TunnelLost(f"chunks from node {self.node_id} were lost")
+            if kind == "pong" or not msg.data:
+                continue
+            if not self._numbering.in_order(msg.headers):
+                raise TunnelLost(f"a chunk from node {self.node_id} was lost")
+            buffer += msg.data
+            end = buffer.rfind(b"\n")
+            if end >= 0:
+                lines = buffer[: end + 1].splitlines(keepends=True)
+                buffer = buffer[end + 1 :]
+                await deliver(lines)
 
     async def _ping(self, tunnel: trio.CancelScope) -> None:
         from actors.cluster import ClusterError

@@ -317,3 +317,51 @@ async def test_a_stream_deleted_under_a_running_session_is_reported_and_the_sess
             assert "two" in "".join(getattr(e.message, "text", "") for e in turn)
             assert mirror.state == "failed" and "was the stream deleted" in mirror.problem
             assert "was the stream deleted" in caplog.text and sid in b.core.sessions
+
+
+async def test_a_tunnel_takes_the_sockets_frame_rules(home: Path, nats_server: NatsServer) -> None:
+    """Frames through a tunnel are checked as a socket's are: a request before the
+    hello, garbage, bad UTF-8, deep nesting and a frame over the size limit are each
+    answered with the socket's error; the node goes on serving (a
+    well-formed hello on a new tunnel is welcomed)."""
+    from actors.frontends.daemon._protocol import MAX_FRAME
+    from actors.frontends.daemon._tunnel import Tunnel
+
+    hello = b'{"type":"Hello","request_id":"h","protocol":1,"client":"fuzz"}\n'
+    cases = [
+        (b'{"type":"ListSessions","request_id":"1"}\n', b"hello_required"),
+        (hello + b"\xff\xfe not json\n", b"bad_frame"),
+        (hello + b"[" * 5000 + b"\n", b"bad_frame"),
+        (hello + b"x" * (MAX_FRAME + 10) + b"\n", b"frame_too_large"),
+    ]
+    with trio.fail_after(90):
+        async with node(home / "b", nats_server.url, "node-b"), open_link(nats_server.url) as link:
+            for frames, code in cases:
+                answered = trio.Event()
+
+                async def deliver(lines: list[bytes], code: bytes = code, answered: trio.Event = answered) -> None:
+                    if any(code in line for line in lines):
+                        answered.set()
+
+                tunnel = Tunnel(link, USER, "node-b")
+                await tunnel.open("fuzz", "test")
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(tunnel.run, deliver)
+                    await tunnel.send(frames)
+                    await answered.wait()  # the socket's error, whether or not it ends the tunnel
+                    await tunnel.close()
+                    nursery.cancel_scope.cancel()
+            tunnel = Tunnel(link, USER, "node-b")
+            await tunnel.open("fuzz", "test")
+            welcomed = trio.Event()
+
+            async def welcome(lines: list[bytes]) -> None:
+                if any(b"Welcome" in line for line in lines):
+                    welcomed.set()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(tunnel.run, welcome)
+                await tunnel.send(hello)
+                await welcomed.wait()
+                await tunnel.close()
+                nursery.cancel_scope.cancel()

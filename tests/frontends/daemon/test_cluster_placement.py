@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import trio
 
 from actors.cluster.servers import NatsServer
@@ -20,11 +19,6 @@ nats_server = cluster_fixtures.nats_server
 SESSIONS = 8
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ClusterNode.place picks by the load each node last advertised (every renew_every_s): "
-    "sessions created within one period all go to the same node",
-)
 async def test_sessions_created_at_once_are_spread_over_the_nodes(home: Path, nats_server: NatsServer) -> None:
     ws = home / "ws"
     fake = write_responses(home / "f.responses", text_response("hi"))

@@ -28,11 +28,6 @@ class _SilentInbox:
         await trio.sleep_forever()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Tunnel.run raises TunnelLost inside its nursery: it leaves as an ExceptionGroup, which "
-    "Routes._run's `except TunnelLost` does not catch, so the client's connection fails",
-)
 async def test_a_silent_node_ends_the_tunnel_with_tunnel_lost(autojump_clock: trio.abc.Clock) -> None:
     tunnel = Tunnel(_QuietLink(), "ann", "another-machine:4242:abcdef")  # type: ignore[arg-type]
     tunnel._inbox = _SilentInbox()  # type: ignore[assignment]
