@@ -121,3 +121,27 @@ async def test_a_stream_deleted_under_a_session_is_a_clear_error(nats_server: Na
         await link.delete_stream(journal.stream)
         with pytest.raises(ClusterError, match="was the stream deleted"):
             await journal.append(b"after")
+
+
+async def test_runs_of_lines_go_as_one_message_each_and_come_out_as_the_lines(nats_server: NatsServer, tmp_path: Path) -> None:
+    """``batches`` cuts lines into runs that fit a message (a line too big for one is a
+    run of its own, sent as parts); ``append_batch`` stores a run as one message and
+    ``lines``/``export`` give the lines back, in order, as the local file has them."""
+    async with open_link(nats_server.url) as link:
+        journal = Journal(link, "ann", "batched")
+        await journal.open()
+        await journal.take_over(b'{"kind":"meta"}')
+        room = link.max_payload - 1024
+        small = [b'{"seq":%d}' % i for i in range(50)]
+        huge = b"h" * (room * 2 + 7)
+        lines = small[:20] + [huge] + small[20:]
+        runs = journal.batches(lines)
+        assert [len(run) for run in runs] == [20, 1, 30]
+        before = (await link.last_message(journal.stream, journal.subject)).seq  # type: ignore[union-attr]
+        for run in runs:
+            await journal.append_batch(run)
+        after = (await link.last_message(journal.stream, journal.subject)).seq  # type: ignore[union-attr]
+        assert after - before == 1 + 3 + 1  # a message a run; the huge line in three parts
+        assert [line for _, line in await journal.lines()] == [b'{"kind":"meta"}', *lines]
+        await journal.export(tmp_path / "out.jsonl")
+        assert (tmp_path / "out.jsonl").read_bytes() == b"".join(line + b"\n" for line in [b'{"kind":"meta"}', *lines])
