@@ -12,8 +12,8 @@ credentials, stop it there with a clear error) and, for every session it runs:
   lease another node took is reported, and the session stops here (it runs there);
 - **mirrors its recording** into the session's ``actors.cluster.Journal``: a
   ``SessionMirror`` tails the local file (what earlier processes wrote and the stream
-  lacks first, then each line as the recorder writes it), one fenced append per line,
-  in order. The monitor of the session (``_core``) pokes it after each batch of
+  lacks first, then the lines as the recorder writes them), in order, one fenced message
+  for as many new lines as fit. The monitor of the session (``_core``) pokes it after each batch of
   messages; its last lines are taken when the session stops. A fenced append (another
   writer appended since) is reported and stops the mirror. ``in_stream(seq)`` waits for
   a message to be in the stream: a tunnel's connection (a client of another node) sends
