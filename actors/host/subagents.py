@@ -5,7 +5,8 @@
 executors, loop detector, recorder — started by ``open_session`` (``actors.host.opening``) inside
 the ``invoke_agent`` call, so it lives exactly as long as that call: when the call is
 cancelled, the child's running turn is cancelled and acknowledged, the child closes,
-and only then does the call report its cancelled result.
+and only then does the call report its cancelled result -- a call cancelled while its
+child is being opened too: the opening finishes and the child is closed.
 
 The child gets the agent's tools (a subset of its parent's) plus ``complete_task``, the
 parent's policy engine and approval mode, its own ``maxSessionTurns`` (the agent's
@@ -187,28 +188,34 @@ class Subagents:
                         ready.started(await open_session(child_nursery, self.bus, cfg, port))
             finally:
                 done.set()
+                ready.settled.set()
+
+        def child_of(addrs: runtime.SessionAddresses) -> _Child:
+            return _Child(
+                session_id=child_id,
+                depth=self.depth + 1,
+                parent_session_id=self.cfg.session_id,
+                port=port,
+                sub=sub,
+                session_address=addrs.session,
+            )
 
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(run_child)
-                child: _Child | None = None
                 try:
                     await ready.event.wait()
                     assert ready.addrs is not None
-                    child = _Child(
-                        session_id=child_id,
-                        depth=self.depth + 1,
-                        parent_session_id=self.cfg.session_id,
-                        port=port,
-                        sub=sub,
-                        session_address=ready.addrs.session,
-                    )
-                    yield child
+                    yield child_of(ready.addrs)
                 finally:
                     with trio.CancelScope(shield=True):
                         with trio.move_on_after(CLOSE_GRACE_S):
-                            if child is not None and not done.is_set():
-                                await _close(child)
+                            # The opening runs shielded and may have sent OpenSession
+                            # already when this call is cancelled before seeing the
+                            # addresses: let it finish, then close the child like any other.
+                            await ready.settled.wait()
+                            if ready.addrs is not None and not done.is_set():
+                                await _close(child_of(ready.addrs))
                                 await done.wait()
                         scope.cancel(reason="the subagent call ended")
         finally:
@@ -224,10 +231,13 @@ class _Ready:
 
     addrs: runtime.SessionAddresses | None = None
     event: trio.Event = attrs.field(factory=trio.Event)
+    settled: trio.Event = attrs.field(factory=trio.Event)
+    """Set when the opening is over: the child opened (``addrs``) or its task ended."""
 
     def started(self, value: runtime.SessionAddresses | None = None) -> None:
         self.addrs = value
         self.event.set()
+        self.settled.set()
 
 
 async def _close(child: _Child) -> None:
