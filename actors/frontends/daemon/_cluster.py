@@ -294,6 +294,12 @@ class ClusterNode:
         except ClusterError as exc:
             log.warning("session %s: the cluster's directory could not be updated: %s", entry.session_id, exc)
 
+    async def forget_session(self, session_id: str) -> None:
+        from actors.cluster.lease import lease_key
+
+        if self.sessions is not None:
+            await self.sessions.purge(lease_key(session_id))
+
     async def known_sessions(self) -> dict[str, dict[str, Any]]:
         """Every session in the cluster's directory: id -> ``{"entry", "node", "state"}``."""
         if self.sessions is None:
@@ -453,6 +459,8 @@ class SessionMirror:
     compared: bool = False
     entry: Any = None
     """The session's registry entry (what the directory lists)."""
+    ended_for_good: bool = False
+    """Ended by a client (``EndSession``): its entry leaves the directory when it stops."""
     title: str = ""
 
     def titled(self, title: str) -> None:
@@ -539,7 +547,9 @@ class SessionMirror:
                 self.handed_over = True
             elif self.state == "ended" and self.lease is not None:
                 with trio.move_on_after(DRAIN_S), contextlib.suppress(ClusterError):
-                    if self.entry is not None:
+                    if self.entry is not None and self.ended_for_good:
+                        await self.node.forget_session(self.session_id)
+                    elif self.entry is not None:
                         await self.node.publish_session(self.entry, "dormant", self.title)
                     await self.node.leases.release(self.lease)
         finally:

@@ -392,6 +392,8 @@ class DaemonCore:
             if live.closing is not None:
                 raise RequestError("busy", f"session {session_id!r} is already stopping")
             live.closing = "end"
+            if live.mirror is not None:
+                live.mirror.ended_for_good = True  # the cluster's directory forgets it too
             assert live.addrs is not None and live.port is not None
             with trio.move_on_after(END_GRACE_S):
                 await run_hooks(live.port, live.addrs, session_id, "SessionEnd", "exit", {"reason": "exit"})

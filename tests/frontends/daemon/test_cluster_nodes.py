@@ -95,6 +95,9 @@ async def test_a_session_placed_on_the_node_that_serves_it_is_driven_from_anothe
             await client.end_session(sid)
             await live.stopped.wait()
             assert sid not in b.core.sessions
+            await live.mirror.done.wait()
+            # Ended for good: no node lists it any more (a daemon stopping would leave it dormant).
+            assert sid not in {s.session_id for s in (await client.list_sessions()).sessions}
 
 
 async def test_a_workspace_no_node_serves_is_refused_clearly(home: Path, nats_server: NatsServer) -> None:
