@@ -278,6 +278,17 @@ class ClusterNode:
         who = await self.leases.owner(session_id)
         return None if who is None or gone_from_this_machine(who) else who
 
+    async def owners(self) -> dict[str, str]:
+        """Every held lease's node, by the lease's key (``lease_key``), in one pass;
+        leases of processes of this machine that are gone left out."""
+        items = await self.leases.store.items()  # type: ignore[attr-defined]
+        out = {}
+        for key, (value, _) in items.items():
+            who = value.decode("utf-8", "replace")
+            if who and not gone_from_this_machine(who):
+                out[key] = who
+        return out
+
     async def publish_session(self, entry: Any, state: str, title: str = "") -> None:
         """The session's record in the directory (its title kept when none is given:
         a resumed run learns it again only from a new prompt)."""

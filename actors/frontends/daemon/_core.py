@@ -477,9 +477,11 @@ class DaemonCore:
         """The sessions the cluster's directory lists that this node does not know of
         (they ran, or run, on other nodes)."""
         from actors.cluster import ClusterError
+        from actors.cluster.lease import lease_key
 
         try:
             records = await self.node.known_sessions()
+            owners = await self.node.owners()
         except ClusterError as exc:
             log.warning("the cluster's sessions could not be listed: %s", exc)
             return []
@@ -490,7 +492,7 @@ class DaemonCore:
                 continue
             state: SessionState = "dormant"
             if record.get("state") == "running":
-                state = "running" if await self.node.owner(sid) is not None else "interrupted"
+                state = "running" if lease_key(sid) in owners else "interrupted"
             out.append(
                 SessionSummary(
                     session_id=sid,
