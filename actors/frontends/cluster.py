@@ -92,6 +92,61 @@ def credentials_from(args: argparse.Namespace, environ: Mapping[str, str]) -> di
     }
 
 
+_SETTINGS = {
+    "url": ("cluster", str),
+    "user": ("cluster_user", str),
+    "tokenFile": ("cluster_token_file", str),
+    "nkeyFile": ("cluster_nkey", str),
+    "tlsCa": ("cluster_tls_ca", str),
+    "tlsCert": ("cluster_tls_cert", str),
+    "tlsKey": ("cluster_tls_key", str),
+    "replicas": ("cluster_replicas", int),
+    "serve": ("cluster_serve", list),
+}
+"""``agentbus.cluster`` in the user's settings.json: key -> (the daemon's option, type).
+Passwords are not settings (``$AGENTBUS_CLUSTER_PASSWORD``)."""
+
+
+def apply_settings(args: argparse.Namespace, settings: Mapping[str, Any], where: str) -> None:
+    """Fill the daemon's cluster options the command line left out from the user's
+    settings (``agentbus.cluster`` and ``agentbus.workers`` of ``where``; Gemini CLI
+    passes keys it does not know through). The command line wins: ``--workers`` or
+    ``--cluster`` given, the settings' cluster is not used. Raises ``ClusterArgsError``
+    naming the setting that is wrong."""
+    section = settings.get("agentbus")
+    if section is None:
+        return
+    if not isinstance(section, Mapping):
+        raise ClusterArgsError(f"{where}: agentbus must be an object")
+    cluster = section.get("cluster", {})
+    workers = section.get("workers")
+    if not isinstance(cluster, Mapping):
+        raise ClusterArgsError(f"{where}: agentbus.cluster must be an object")
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool)):
+        raise ClusterArgsError(f"{where}: agentbus.workers must be a number")
+    if workers is not None and cluster.get("url"):
+        raise ClusterArgsError(f"{where}: agentbus.workers and agentbus.cluster.url do not go together")
+    if args.cluster or args.workers is not None:
+        return  # the command line chose
+    unknown = sorted(set(cluster) - set(_SETTINGS))
+    if unknown:
+        raise ClusterArgsError(f"{where}: agentbus.cluster.{unknown[0]} is not a setting (known: {', '.join(_SETTINGS)})")
+    if workers is not None:
+        args.workers = workers
+        return
+    for key, (option, kind) in _SETTINGS.items():
+        if key not in cluster:
+            continue
+        value: Any = cluster[key]
+        if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, list) and not all(isinstance(v, str) for v in value)):
+            raise ClusterArgsError(f"{where}: agentbus.cluster.{key} must be {'a list of paths' if kind is list else kind.__name__}")
+        if key in ("tokenFile", "nkeyFile", "tlsCa", "tlsCert", "tlsKey"):
+            value = str(Path(value).expanduser())
+        default = {"cluster_replicas": 1, "cluster_serve": None}.get(option)
+        if getattr(args, option, None) in (None, default):
+            setattr(args, option, value)
+
+
 def credentials(fields: Mapping[str, str]) -> Any:
     """``actors.cluster.Credentials`` of ``credentials_from``'s fields (imports nats-py)."""
     from actors.cluster import Credentials

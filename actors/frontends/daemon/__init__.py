@@ -151,6 +151,21 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _cluster_settings(args: argparse.Namespace) -> None:
+    """The cluster options of the user's settings.json (``agentbus.cluster``,
+    ``agentbus.workers``) for those the command line left out. A settings file that does
+    not parse is left to the sessions to report, as without a cluster."""
+    from actors.frontends.cluster import apply_settings
+    from actors.host.settings import SettingsFileError, gemini_home, load_settings_file
+
+    path = gemini_home() / ".gemini" / "settings.json"
+    try:
+        settings = load_settings_file(path)
+    except SettingsFileError:
+        return
+    apply_settings(args, settings, str(path))
+
+
 def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     paths = default_paths()
@@ -158,6 +173,11 @@ def main(argv: Sequence[str]) -> int:
         return _status(paths)
     if args.action == "stop":
         return _stop(paths)
+    try:
+        _cluster_settings(args)
+    except ClusterArgsError as exc:
+        sys.stderr.write(f"agentbus daemon: {exc}\n")
+        return 2
     workers = args.workers or 0
     if args.workers is not None:
         from actors.frontends.daemon._workers import MAX_WORKERS, WorkersStartError, check_installed

@@ -5,6 +5,8 @@ the local file; another node taking the session over fences this one. Real nats-
 
 from __future__ import annotations
 
+import getpass
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,6 +26,7 @@ from actors.frontends.daemon._cluster import (
     SessionMirror,
     default_node_id,
     lease_bucket,
+    nodes_bucket,
 )
 from actors.recording import recording_path
 from tests.cluster import conftest as cluster_fixtures
@@ -401,3 +404,25 @@ async def test_a_lease_that_expired_with_nobody_taking_it_is_taken_again(home: P
             stored = b"".join(line + b"\n" for _, line in await Journal(link, USER, sid).lines())
     logging.getLogger("agentbus.daemon").removeHandler(watch)
     assert stored == recording_path(home / "data", sid).read_bytes()
+
+
+async def test_the_users_settings_make_the_daemon_a_node(home: Path, nats_server: NatsServer) -> None:
+    """``agentbus.cluster`` in ~/.gemini/settings.json (Gemini CLI passes keys it does
+    not know through): a daemon started without options joins the cluster (as one that
+    chat starts does); a wrong setting stops it with the setting's name."""
+    settings = home / "home" / ".gemini" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps({"agentbus": {"cluster": {"url": nats_server.url, "serve": [str(home / "ws")]}}}))
+    with trio.fail_after(30):
+        async with daemon_process(home) as node:
+            assert f"of the cluster at {nats_server.url}" in node.log.decode()
+            async with open_link(nats_server.url) as link:
+                nodes = await link.bucket(nodes_bucket(getpass.getuser()), ttl_s=10)
+                (advertised,) = [json.loads(value) for value, _ in (await nodes.items()).values()]
+            assert advertised["serves"] == [str((home / "ws").resolve())]
+    settings.write_text(json.dumps({"agentbus": {"cluster": {"url": nats_server.url, "replicas": "three"}}}))
+    done = await trio.to_thread.run_sync(lambda: agentbus(home, "daemon"))
+    assert done.returncode == 2 and "agentbus.cluster.replicas must be int" in done.stderr
+    settings.write_text(json.dumps({"agentbus": {"cluster": {"url": nats_server.url, "passwd": "x"}}}))
+    done = await trio.to_thread.run_sync(lambda: agentbus(home, "daemon"))
+    assert done.returncode == 2 and "agentbus.cluster.passwd is not a setting" in done.stderr
