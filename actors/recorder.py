@@ -27,9 +27,14 @@ synchronously, without a checkpoint, before it asks for the next one. Every task
 acts on a message therefore runs after that message is on disk; a client printing a
 turn's end prints a durable end. The wiring must start the recorder before anyone else
 observes the session (``runtime.supervise_session`` starts it first; clients subscribe
-after the supervisor is up). The fsync blocks the event loop for the time a disk takes
-(about a millisecond on an SSD, a few per turn): a worker thread would need a
-checkpoint, and with it the guarantee would go.
+after the supervisor is up). The fsync runs in a worker thread (it takes what a disk
+takes, and a daemon whose sessions end their turns together would otherwise stop for
+all of them in a row), and the bus *holds* the sync points for the recorder
+(``Bus.subscribe(holds=...)``): nobody else is handed one until it is synced (a daemon
+client's catch-up from the file stops before it: ``Bus.held``), and the session's next
+message waits. Under a virtual clock (``trio.testing.MockClock``, as
+replays and tests run) a thread would let the clock jump while the disk works: there the
+fsync runs inline, blocking the event loop.
 
 **Failure.** A write that fails (disk full, permissions, a vanished directory) raises
 ``RecorderError`` naming the file and the cause; nothing is dropped silently.
@@ -37,6 +42,7 @@ checkpoint, and with it the guarantee would go.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -64,6 +70,13 @@ from bus.planted import planted
 
 SYNC_POINTS = (TurnEnded, ApprovalRequested, SessionClosed)
 """Messages after which the file is fsynced (before anyone else sees them)."""
+_SYNC_NAMES = frozenset(t.__name__ for t in SYNC_POINTS)
+
+
+def _virtual_clock() -> bool:
+    """Whether this run's clock is trio's ``MockClock`` (only if trio.testing is loaded)."""
+    testing = sys.modules.get("trio.testing")
+    return testing is not None and isinstance(trio.lowlevel.current_clock(), testing.MockClock)
 
 
 class RecorderActor:
@@ -137,21 +150,36 @@ class RecorderActor:
             raise self._fail("write", exc) from exc
         # Capacity 0: the bus waits until the recorder has taken each message, and
         # the recorder is subscribed before any other observer (module doc).
-        sub = self.bus.subscribe(self.session_id, f"recorder:{self.session_id}", policy="block", capacity=0)
+        off_loop = not _virtual_clock()
+        sub = self.bus.subscribe(
+            self.session_id,
+            f"recorder:{self.session_id}",
+            policy="block",
+            capacity=0,
+            holds=_SYNC_NAMES.__contains__ if off_loop else None,
+        )
         try:
             self._next_seq = self.bus.next_seq(self.session_id)
             task_status.started()
             async for env in sub:
-                self._append(sink, env, claim)
+                if self._append(sink, env, claim, sync=not off_loop):
+                    try:
+                        await trio.to_thread.run_sync(sink.fsync)
+                        self._synced(claim)
+                    except OSError as exc:
+                        raise self._fail("write", exc) from exc
+                if off_loop:
+                    sub.release(env.seq)
                 if isinstance(env.message, SessionClosed):
                     break
         finally:
             self.bus.unsubscribe(sub)
 
-    def _append(self, sink: Sink, env: Envelope, claim: SessionClaim | None = None) -> None:
-        """Write one message, synchronously (no checkpoint: see "Durability")."""
+    def _append(self, sink: Sink, env: Envelope, claim: SessionClaim | None = None, *, sync: bool = True) -> bool:
+        """Write one message, synchronously (no checkpoint: see "Durability"), and fsync
+        at a sync point; ``sync=False``: True when it is one (the caller fsyncs)."""
         if planted("recorder.drop_line") and env.seq % 10 == 0:
-            return
+            return False
         line = encode_line(env, self.wall_clock(), self.scrubber, self.table) + "\n"
         if env.seq > self._next_seq:
             # Numbers the bus gave to messages whose sender was cancelled before they
@@ -161,18 +189,23 @@ class RecorderActor:
         self._next_seq = env.seq + 1
         try:
             sink.write(line_bytes(line))
-            if isinstance(env.message, SYNC_POINTS):
+            due = isinstance(env.message, SYNC_POINTS)
+            if due and sync:
                 sink.fsync()
-                self.synced += 1
-                lost = claim.lost() if claim is not None else None
-                if lost is not None:
-                    raise RecorderError(
-                        f"the recording {self.path} {lost} while the session ran; the session stops "
-                        "(what it did since is in no file anyone can read, and it could not be resumed)"
-                    )
+                self._synced(claim)
         except OSError as exc:
             raise self._fail("write", exc) from exc
         self.written += 1
+        return due and not sync
+
+    def _synced(self, claim: SessionClaim | None) -> None:
+        self.synced += 1
+        lost = claim.lost() if claim is not None else None
+        if lost is not None:
+            raise RecorderError(
+                f"the recording {self.path} {lost} while the session ran; the session stops "
+                "(what it did since is in no file anyone can read, and it could not be resumed)"
+            )
 
 
 

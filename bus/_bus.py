@@ -18,6 +18,11 @@ observer), so a subscription's messages then have gaps. ``Subscription.since`` a
 ``Subscription.position`` say which gaps are the filter's: from ``since`` on, every
 message reached the subscription or was passed by, and ``position`` is the next one the
 bus will offer it.
+
+The first observer may ask the bus to *hold* some types (``holds``): the bus hands such
+a message to it and waits until it ``release``s it before anyone else is handed it (the
+recorder, which fsyncs those in a worker thread, keeps its "on disk before anyone sees
+it" that way).
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ if TYPE_CHECKING:
     from .messages import Message  # the union: imported when first used (bus.messages)
 
 DEFAULT_INBOX = 256
+_RELEASED = 1 << 62
+"""Every message released (an observer that went away holds nothing)."""
 
 ALL_SESSIONS = "*"
 
@@ -43,6 +50,7 @@ ALL_SESSIONS = "*"
 @attrs.define(eq=False)
 class _SessionRoute:
     next_seq: int = 1
+    held: int | None = None
     lock: trio.StrictFIFOLock = attrs.field(factory=trio.StrictFIFOLock)
     observers: list[Subscription] = attrs.field(factory=list)
 
@@ -66,6 +74,11 @@ class Subscription:
     position: int = 0
     """The next sequence number the bus will offer it: every message before it (from
     ``since``) was handed over, passed by (``wants``) or missed (``lagged_from``)."""
+    holds: Callable[[str], bool] | None = None
+    """The message types (by name) nobody else is handed until this (first) observer
+    ``release``s them; None: none."""
+    _released: int = 0
+    _release: trio.Event | None = None
 
     def __aiter__(self) -> AsyncIterator[Envelope]:
         return self.receive.__aiter__()
@@ -73,6 +86,20 @@ class Subscription:
     def clear_lag(self) -> None:
         """Call after resynchronising; delivery resumes with the next message."""
         self.lagged_from = None
+
+    def release(self, seq: int) -> None:
+        """The observer is done with message ``seq`` (and those before it): a held one
+        goes on to the others."""
+        if seq > self._released:
+            self._released = seq
+            if self._release is not None:
+                self._release.set()
+                self._release = None
+
+    async def _held(self, seq: int) -> None:
+        while self._released < seq:
+            event = self._release = trio.Event()
+            await event.wait()
 
     def _hand(self, env: Envelope) -> bool:
         """Hand ``env`` over without waiting; False when a ``block`` observer's buffer
@@ -170,13 +197,15 @@ class Bus:
         policy: Literal["block", "lag"] = "block",
         capacity: float = DEFAULT_INBOX,
         wants: Callable[[str], bool] | None = None,
+        holds: Callable[[str], bool] | None = None,
     ) -> Subscription:
         """Observe every message of ``session_id`` (``ALL_SESSIONS``: of every session),
-        or only those whose type name ``wants`` accepts."""
+        or only those whose type name ``wants`` accepts; ``holds``: see the module doc
+        (for the session's first observer, with ``block``)."""
         send, receive = trio.open_memory_channel[Envelope](
             math.inf if capacity == math.inf else capacity
         )
-        sub = Subscription(name, session_id, policy, send, receive, wants=wants)
+        sub = Subscription(name, session_id, policy, send, receive, wants=wants, holds=holds)
         if session_id == ALL_SESSIONS:
             self._global_observers.append(sub)
         else:
@@ -194,10 +223,18 @@ class Bus:
             if route is not None and sub in route.observers:
                 route.observers.remove(sub)
         sub._send.close()
+        sub.release(_RELEASED)
 
     def next_seq(self, session_id: str) -> int:
         """The sequence number the next message of ``session_id`` will get."""
         return self._route(session_id).next_seq
+
+    def held(self, session_id: str) -> int | None:
+        """The message of ``session_id`` its first observer holds now (``holds``: handed
+        to it, and perhaps written, but not yet released), or None. Safe to ask from a
+        worker thread."""
+        route = self._sessions.get(session_id)
+        return route.held if route is not None else None
 
     def start_session_at(self, session_id: str, seq: int) -> None:
         """Continue a resumed session's numbering after its recording's last message."""
@@ -209,6 +246,7 @@ class Bus:
         if route is not None:
             for sub in route.observers:
                 sub._send.close()
+                sub.release(_RELEASED)
 
     # -- delivery ------------------------------------------------------------------
     async def send(self, message: Message, *, sender: str, to: str | None) -> Envelope:
@@ -247,7 +285,16 @@ class Bus:
                 if sub.wants is not None and not sub.wants(name):
                     continue
                 if (first and sub.policy == "block") or not sub._hand(env):
-                    await sub._offer(env)
+                    if first and sub.holds is not None and sub.holds(name):
+                        # Held from before the observer has it to after it let go.
+                        route.held = env.seq
+                        try:
+                            await sub._offer(env)
+                            await sub._held(env.seq)
+                        finally:
+                            route.held = None
+                    else:
+                        await sub._offer(env)
                     first = False
             if inbox is not None:
                 try:

@@ -184,10 +184,16 @@ class RecordingCursor:
         messages that refer to them)."""
 
     def read(
-        self, first: int, before: int | None, wanted: Callable[[str], bool] = everything
+        self,
+        first: int,
+        before: int | None,
+        wanted: Callable[[str], bool] = everything,
+        held: Callable[[], int | None] | None = None,
     ) -> tuple[list[Envelope], int]:
         """Envelopes with ``first <= seq < before`` (``None``: as far as the file goes)
         whose type ``wanted`` accepts, and the next sequence number to expect after them.
+        ``held``: the message the bus holds for the recorder now (``Bus.held``: written,
+        not yet synced), asked once the file is read; the read stops before it.
 
         Runs in a worker thread: blocking file I/O and decoding only.
         """
@@ -197,6 +203,9 @@ class RecordingCursor:
                 data = fh.read()
         except FileNotFoundError:
             return [], first
+        stop = held() if held is not None else None
+        if stop is not None and (before is None or stop < before):
+            before = stop
         out: list[Envelope] = []
         expected = first
         expand = any(wanted(name) for name in INTERNED_TYPES)

@@ -108,6 +108,32 @@ async def test_an_observer_that_names_types_is_handed_only_those_and_knows_what_
     assert [everything.receive.receive_nowait().seq for _ in range(6)] == [2, 3, 4, 5, 6, 7]
 
 
+async def test_a_message_the_first_observer_holds_reaches_nobody_else_until_it_lets_go() -> None:
+    bus = Bus()
+    a = bus.connect("a")
+    inbox = bus.connect("b")
+    first = bus.subscribe("s", "recorder", policy="block", capacity=0, holds={"TurnEnded"}.__contains__)
+    other = bus.subscribe("s", "client", capacity=10)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(partial(a.send, TurnEnded(session_id="s", turn_id="t", stop_reason="end_turn"), to="b"))
+        held = await first.receive.receive()
+        await trio.testing.wait_all_tasks_blocked()
+        assert bus.held("s") == held.seq == 1
+        with pytest.raises(trio.WouldBlock):
+            other.receive.receive_nowait()
+        first.release(held.seq)
+        assert (await inbox.receive()).seq == 1
+        assert other.receive.receive_nowait().seq == 1 and bus.held("s") is None
+        # One it does not hold goes on at once; one held when it goes away is let go.
+        nursery.start_soon(partial(a.publish, text("s", 1)))
+        assert (await first.receive.receive()).seq == 2
+        nursery.start_soon(partial(a.publish, TurnEnded(session_id="s", turn_id="t", stop_reason="end_turn")))
+        assert (await first.receive.receive()).seq == 3
+        bus.unsubscribe(first)
+        await trio.testing.wait_all_tasks_blocked()
+        assert [other.receive.receive_nowait().seq for _ in range(2)] == [2, 3]
+
+
 async def test_the_first_observer_has_each_message_before_anyone_else_does() -> None:
     # The recorder's guarantee (actors/recorder.py, "Durability"): subscribed first with
     # no buffer, it takes each message before the other observers or the recipient can

@@ -10,11 +10,13 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from actors.gateway import FakeResponsesBackend, GatewayActor
 from actors.host import runtime
@@ -135,6 +137,56 @@ async def test_fsync_at_turn_end_approvals_and_close_before_any_observer_sees_th
     assert len(sinks[0].syncs) == 4
 
 
+class SlowSyncSink(CountingSink):
+    """A sink whose fsync takes until the test lets it go (10 s at most: a bound against
+    hangs, not a timing)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.go = threading.Event()
+        self.let_go_in_time: list[bool] = []
+
+    def fsync(self) -> None:
+        if self.syncs:  # not the meta line's, at the start
+            self.let_go_in_time.append(self.go.wait(10))
+        super().fsync()
+
+
+async def test_a_turn_ends_sync_runs_off_the_event_loop_and_nobody_sees_the_turn_end_before(tmp_path: Path) -> None:
+    # A daemon with many sessions must not stop while one recording syncs (a real clock
+    # here: under trio's MockClock the fsync stays inline, see actors/recorder.py).
+    sinks: list[SlowSyncSink] = []
+
+    def open_sink(path: Path) -> SlowSyncSink:
+        sinks.append(SlowSyncSink(path))
+        return sinks[-1]
+
+    bus = Bus()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(RecorderActor(bus, session_id=SID, path=tmp_path / "s.jsonl", open_sink=open_sink).run)
+        observer = bus.subscribe(SID, "client", capacity=10)
+        port = bus.connect("turn")
+        ended = trio.Event()
+
+        async def end_turn() -> None:
+            await port.publish(TurnEnded(session_id=SID, turn_id="t", stop_reason="end_turn"))
+            ended.set()
+
+        nursery.start_soon(end_turn)
+        await trio.testing.wait_all_tasks_blocked()
+        # The loop runs on while the sync waits; the turn's end is held for it.
+        assert sinks[0].lines and not sinks[0].let_go_in_time
+        with pytest.raises(trio.WouldBlock):
+            observer.receive.receive_nowait()
+        sinks[0].go.set()
+        await ended.wait()
+        env = observer.receive.receive_nowait()
+        assert isinstance(env.message, TurnEnded)
+        assert sinks[0].let_go_in_time == [True]
+        assert json.loads(sinks[0].lines[sinks[0].syncs[-1] - 1])["seq"] == env.seq
+        nursery.cancel_scope.cancel()
+
+
 class FailingSink:
     """Disk full after ``ok`` lines."""
 
@@ -186,6 +238,7 @@ async def test_a_data_dir_that_cannot_be_created_fails_before_the_session_starts
 
 OPEN_IN_A_CHILD = """
 import sys
+import threading
 from pathlib import Path
 import trio
 from actors.recorder import RecorderActor

@@ -212,3 +212,17 @@ def test_a_full_catch_up_from_the_middle_resolves_references(tmp_path: Path) -> 
     events, _ = client.read(1, None, is_client_event)
     assert events == [e for e in loaded.envelopes if is_client_event(type(e.message).__name__)]
     assert client.refs.expand({"msg": {}}) == {} and not client.refs._contents
+
+
+def test_a_catch_up_stops_before_the_message_the_recorder_is_syncing(tmp_path: Path) -> None:
+    # Written but not yet synced (the bus holds it: ``Bus.held``): nobody reads it yet,
+    # and the cursor reads it at its next call, once it is let go.
+    rec = tmp_path / "s.jsonl"
+    _tool_session(tmp_path, rec, 1)
+    loaded = load_recording(rec)
+    syncing = loaded.envelopes[-3].seq
+    cursor = RecordingCursor(rec)
+    envs, nxt = cursor.read(1, None, everything, lambda: syncing)
+    assert envs == [e for e in loaded.envelopes if e.seq < syncing] and nxt == syncing
+    rest, nxt = cursor.read(nxt, None, everything, lambda: None)
+    assert envs + rest == loaded.envelopes and nxt == loaded.last_seq + 1

@@ -48,6 +48,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from functools import partial
 from typing import Any
 
 import attrs
@@ -867,7 +868,9 @@ class ConnectionActor:
     async def _catch_up(
         self, cursor: RecordingCursor, expected: int, before: int | None, wanted: Any, live: LiveSession | None = None
     ) -> int:
-        envs, nxt = await trio.to_thread.run_sync(cursor.read, expected, before, wanted)
+        # Not past a message the recorder is syncing: nobody sees it before it is on disk.
+        held = partial(self.bus.held, live.session_id) if live is not None else None
+        envs, nxt = await trio.to_thread.run_sync(cursor.read, expected, before, wanted, held)
         if envs and live is not None:
             await self._in_stream(live, envs[-1].seq)
         for env in envs:
