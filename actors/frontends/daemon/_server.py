@@ -253,6 +253,9 @@ async def _accept(daemon: Daemon, listener: trio.SocketListener, nursery: trio.N
             limits=limits,
             daemon_info=daemon.info,
         )
+        # On a cluster, a client gets a message once the stream has it (as a client of
+        # another node does): what it saw survives this node, wherever it reconnects.
+        conn.in_stream_first = daemon.core.node is not None
         if peer:
             log.info("%s: tcp connection from %s", conn.address, peer)
         daemon.connections[conn.address] = conn
