@@ -141,7 +141,7 @@ def apply_settings(args: argparse.Namespace, settings: Mapping[str, Any], where:
         if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, list) and not all(isinstance(v, str) for v in value)):
             raise ClusterArgsError(f"{where}: agentbus.cluster.{key} must be {'a list of paths' if kind is list else kind.__name__}")
         if key in ("tokenFile", "nkeyFile", "tlsCa", "tlsCert", "tlsKey"):
-            value = str(Path(value).expanduser())
+            value = str(Path(str(value)).expanduser())
         default = {"cluster_replicas": 1, "cluster_serve": None}.get(option)
         if getattr(args, option, None) in (None, default):
             setattr(args, option, value)

@@ -64,6 +64,7 @@ from actors.recording import RecordingError, load_recording, recording_path
 from actors.tools import ToolEnv, builtin_tools
 from bus import Envelope
 from bus.messages import (
+    BatchSettled,
     CompletedCall,
     DaemonStopping,
     KillTerminal,
@@ -74,6 +75,9 @@ from bus.messages import (
     TerminalOutput,
 )
 
+SETTLE_WAIT_S = 2.0
+"""At most this long a user's call's answer waits for the call's last update (a stream
+that lags shows it later; it is not waited for long)."""
 _ENDED = object()
 """Put on a session's channel when the daemon connection ends."""
 
@@ -163,6 +167,9 @@ class AttachedSession(AcpSession):
         self.mcp_servers_ignored = False
         """Loaded while it ran in the daemon: the client's servers were not started."""
         self._mcp_entries: list[dict[str, Any]] = []
+        self._settling: dict[str, trio.Event] = {}
+        """The user's own calls (by request id) whose settling the event stream has not
+        shown yet: their prompt is answered after their last update."""
 
     expands_prompts = False  # the daemon runs MCP prompts and reads @ references
 
@@ -278,6 +285,8 @@ class AttachedSession(AcpSession):
                     killing.cancel(reason=f"KillTerminal: {msg.reason}")
             else:
                 await self._feed(msg)
+                if isinstance(msg, BatchSettled) and msg.batch_id in self._settling:
+                    self._settling[msg.batch_id].set()  # every update of that call is out
         self._closed.set()
 
     async def _serve_terminal(self, run: RunInTerminal, kill: trio.CancelScope, running: dict[str, Any]) -> None:
@@ -352,9 +361,18 @@ class AttachedSession(AcpSession):
             pass  # another client answered first, or the call is gone
 
     async def _call_tool(self, request_id: str, name: str, args: dict[str, Any], share: bool) -> tuple[CompletedCall, bool]:
-        result = await self._call(
-            self.client.call_tool(self.session_id, name, args, request_id=request_id, add_to_context=share)
-        )
+        settled = self._settling[request_id] = trio.Event()
+        try:
+            result = await self._call(
+                self.client.call_tool(self.session_id, name, args, request_id=request_id, add_to_context=share)
+            )
+            # The reply and the call's events come by different routes (the reply to the
+            # request, the events through the session's stream, pumped by another task):
+            # the prompt ends after the call's last update has gone to the editor.
+            with trio.move_on_after(SETTLE_WAIT_S):
+                await settled.wait()
+        finally:
+            del self._settling[request_id]
         return result.call, result.added_to_context
 
     async def _cancel_call(self, request_id: str) -> None:
