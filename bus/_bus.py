@@ -280,22 +280,38 @@ class Bus:
             route.next_seq += 1
             first = True
             name = type(message).__name__
-            for sub in (*route.observers, *self._global_observers):
-                sub.position = env.seq + 1
-                if sub.wants is not None and not sub.wants(name):
-                    continue
-                if (first and sub.policy == "block") or not sub._hand(env):
-                    if first and sub.holds is not None and sub.holds(name):
-                        # Held from before the observer has it to after it let go.
-                        route.held = env.seq
-                        try:
+            observers = (*route.observers, *self._global_observers)
+            offered = 0
+            try:
+                for sub in observers:
+                    offered += 1
+                    sub.position = env.seq + 1
+                    if sub.wants is not None and not sub.wants(name):
+                        continue
+                    if (first and sub.policy == "block") or not sub._hand(env):
+                        if first and sub.holds is not None and sub.holds(name):
+                            # Held from before the observer has it to after it let go
+                            # (an fsync: not cut short, so a cancel loses no one the message).
+                            route.held = env.seq
+                            try:
+                                await sub._offer(env)
+                                with trio.CancelScope(shield=True):
+                                    await sub._held(env.seq)
+                            finally:
+                                route.held = None
+                        else:
                             await sub._offer(env)
-                            await sub._held(env.seq)
-                        finally:
-                            route.held = None
-                    else:
-                        await sub._offer(env)
-                    first = False
+                        first = False
+            except BaseException:
+                # Cancelled while a later ``block`` observer's buffer was full (the first
+                # has the message: it is recorded): the ones after it miss it. One that
+                # names types would take the gap for the filter's; it is told it lagged
+                # (it resyncs from the recording).
+                if not first:
+                    for sub in observers[offered:]:
+                        if sub.policy == "lag" and sub.wants is not None and sub.wants(name) and sub.lagged_from is None:
+                            sub.lagged_from = env.seq
+                raise
             if inbox is not None:
                 try:
                     await inbox.send(env)

@@ -134,6 +134,38 @@ async def test_a_message_the_first_observer_holds_reaches_nobody_else_until_it_l
         assert [other.receive.receive_nowait().seq for _ in range(2)] == [2, 3]
 
 
+async def test_a_sender_cancelled_while_its_message_is_held_still_leaves_it_with_every_observer() -> None:
+    bus = Bus()
+    a = bus.connect("a")
+    first = bus.subscribe("s", "recorder", policy="block", capacity=0, holds={"TurnEnded"}.__contains__)
+    other = bus.subscribe("s", "client", policy="lag", capacity=10, wants={"TurnEnded"}.__contains__)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(partial(a.publish, TurnEnded(session_id="s", turn_id="t", stop_reason="end_turn")))
+        held = await first.receive.receive()
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()  # the sender, waiting for the release
+        first.release(held.seq)
+    assert other.receive.receive_nowait().seq == held.seq and other.lagged_from is None
+
+
+async def test_an_observer_that_names_types_is_told_it_lagged_when_a_cancel_cuts_a_delivery_short() -> None:
+    # The message is recorded (the first observer has it), but a full ``block`` observer
+    # before this one made the sender wait, and the sender was cancelled there.
+    bus = Bus()
+    a = bus.connect("a")
+    recorder = bus.subscribe("s", "recorder", policy="block", capacity=10)
+    full = bus.subscribe("s", "monitor", policy="block", capacity=0)
+    picky = bus.subscribe("s", "client", policy="lag", capacity=10, wants={"TextStreamed"}.__contains__)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(partial(a.publish, text("s", 1)))
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    assert recorder.receive.receive_nowait().seq == 1
+    assert picky.lagged_from == 1
+    with pytest.raises(trio.WouldBlock):
+        full.receive.receive_nowait()
+
+
 async def test_the_first_observer_has_each_message_before_anyone_else_does() -> None:
     # The recorder's guarantee (actors/recorder.py, "Durability"): subscribed first with
     # no buffer, it takes each message before the other observers or the recipient can
