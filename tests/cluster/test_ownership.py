@@ -15,7 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from actors.cluster import Fenced, Journal, Lease, LeaseLost, NoQuorum, SessionLease, Taken
 from actors.cluster._nats import open_link
-from actors.cluster.journal import MSG_ID
+from actors.cluster.journal import LINES, MSG_ID
 from actors.cluster.servers import NatsServer
 from tests.cluster._model import ModelBucket, ModelClock, ModelLog, run
 
@@ -28,8 +28,8 @@ class Node:
     name: str
     lease: Lease | None = None
     journal: Journal | None = None
-    pending: bytes | None = None
-    """A line whose acknowledgement was lost: tried again before any other."""
+    pending: list[bytes] | None = None
+    """Lines whose acknowledgement was lost: tried again before any other."""
 
 
 class Ownership(RuleBasedStateMachine):
@@ -58,7 +58,7 @@ class Ownership(RuleBasedStateMachine):
         try:
             run(node.journal.take_over(meta))
         except NoQuorum:
-            node.pending = meta
+            node.pending = [meta]
             return
         except Fenced:  # another node appended between its read and its meta
             node.journal = None
@@ -75,22 +75,23 @@ class Ownership(RuleBasedStateMachine):
         except LeaseLost:
             node.lease = None  # told; a careless node still writes (its journal stays)
 
-    @rule(name=st.sampled_from(NODES))
-    def append(self, name: str) -> None:
+    @rule(name=st.sampled_from(NODES), many=st.integers(1, 3))
+    def append(self, name: str, many: int) -> None:
+        """A run of lines, one message (as a node's mirror appends what a wake-up found)."""
         node = self.nodes[name]
         if node.journal is None:
             return
-        line = node.pending if node.pending is not None else self._line(node)
+        lines = node.pending if node.pending is not None else [self._line(node) for _ in range(many)]
         try:
-            run(node.journal.append(line))
+            run(node.journal.append_batch(lines))
         except NoQuorum:
-            node.pending = line
+            node.pending = lines
             return
         except Fenced:
             node.journal, node.pending = None, None
             return
         node.pending = None
-        self.acked.append(line)
+        self.acked.extend(lines)
 
     @rule(dt=st.sampled_from([1.0, 4.0, TTL]))
     def time_passes(self, dt: float) -> None:
@@ -112,7 +113,7 @@ class Ownership(RuleBasedStateMachine):
 
     @invariant()
     def every_acknowledged_line_is_stored_once(self) -> None:
-        stored = [m.data for m in self.log.messages]
+        stored = [line for m in self.log.messages for line in (m.data.split(b"\n") if LINES in m.headers else [m.data])]
         for line in self.acked:
             assert stored.count(line) == 1, (line, stored)
 
@@ -175,6 +176,6 @@ def test_the_property_fails_without_fencing(monkeypatch: pytest.MonkeyPatch) -> 
     machine.take("a")
     machine.time_passes(TTL)
     machine.take("b")
-    machine.append("a")
+    machine.append("a", 2)
     with pytest.raises(AssertionError, match="not the session's owner"):
         machine.one_writer_after_each_takeover()
