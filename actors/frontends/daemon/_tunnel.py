@@ -26,6 +26,7 @@ the socket's file mode is the local daemon's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import uuid
@@ -187,16 +188,21 @@ async def serve_tunnels(
     try:
         async with trio.open_nursery() as nursery:
             while True:
-                msg = await service.receive()
+                try:
+                    msg = await service.receive()
+                except ClusterError as exc:  # the connection closed: the daemon is stopping
+                    log.warning("cluster: no more tunnels to this node: %s", exc)
+                    return
                 try:
                     ask = json.loads(msg.data)
                     tunnel = str(ask["tunnel"])
                     peer = str(ask.get("peer", "?"))
                     if not tunnel.isalnum() or len(tunnel) > 64:
                         raise ValueError("bad tunnel id")
-                except (ValueError, KeyError, TypeError) as exc:
+                except (ValueError, KeyError, TypeError, AttributeError) as exc:
                     if msg.reply:
-                        await link.publish(msg.reply, json.dumps({"ok": False, "error": f"bad open request: {exc}"}).encode())
+                        with contextlib.suppress(ClusterError):
+                            await link.publish(msg.reply, json.dumps({"ok": False, "error": f"bad open request: {exc}"}).encode())
                     continue
                 inbound, outbound = tunnel_subjects(user, tunnel)
                 try:

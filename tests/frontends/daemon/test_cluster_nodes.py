@@ -5,6 +5,7 @@ cancels it there (through a tunnel over NATS). Real nats-server, two daemons."""
 from __future__ import annotations
 
 import getpass
+import json
 import logging
 import signal
 from collections.abc import AsyncIterator
@@ -328,7 +329,7 @@ async def test_a_tunnel_takes_the_sockets_frame_rules(home: Path, nats_server: N
     answered with the socket's error; the node goes on serving (a
     well-formed hello on a new tunnel is welcomed)."""
     from actors.frontends.daemon._protocol import MAX_FRAME
-    from actors.frontends.daemon._tunnel import Tunnel
+    from actors.frontends.daemon._tunnel import Tunnel, open_subject
 
     hello = b'{"type":"Hello","request_id":"h","protocol":1,"client":"fuzz"}\n'
     cases = [
@@ -354,6 +355,9 @@ async def test_a_tunnel_takes_the_sockets_frame_rules(home: Path, nats_server: N
                     await answered.wait()  # the socket's error, whether or not it ends the tunnel
                     await tunnel.close()
                     nursery.cancel_scope.cancel()
+            for bad in (b"[1]", b"\xff", b'{"tunnel": "../x"}', b'"x"', b"{}"):
+                answer = json.loads(await link.request(open_subject(USER, "node-b"), bad))
+                assert answer["ok"] is False and "bad open request" in answer["error"]
             tunnel = Tunnel(link, USER, "node-b")
             await tunnel.open("fuzz", "test")
             welcomed = trio.Event()
