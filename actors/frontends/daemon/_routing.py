@@ -18,6 +18,7 @@ client follows on without a gap and without reconnecting.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from typing import TYPE_CHECKING, Any
@@ -92,6 +93,8 @@ class Routes:
         self.routes: dict[str, str] = {}
         """Root session id -> the node its requests go to."""
         self._opening: dict[str, trio.Event] = {}
+        self.closing = False
+        """The client's connection is closing: nothing more is sent to it."""
         self._rerouted: set[Any] = set()
         """Request ids sent on to a session's owner after another node refused them."""
 
@@ -231,10 +234,17 @@ class Routes:
             for root in [r for r, n in self.routes.items() if n == remote.node_id]:
                 del self.routes[root]
         log.info("%s: the tunnel to node %s ended: %s", self.conn.address, remote.node_id, why)
-        for rid in remote.pending:
-            await self.conn._send(
-                ProtocolError(request_id=rid, code="failed", message=f"node {remote.node_id} of the cluster went away ({why}); try again")
-            )
+        from actors.frontends.daemon._connection import _Closed
+
+        if self.closing:
+            return
+        try:
+            for rid in remote.pending:
+                await self.conn._send(
+                    ProtocolError(request_id=rid, code="failed", message=f"node {remote.node_id} of the cluster went away ({why}); try again")
+                )
+        except _Closed:
+            return  # this client's connection is closing too
         for sid, sub in remote.subscriptions.items():
             after = remote.last_seq.get(sid)
             assert self.conn._nursery is not None
@@ -280,7 +290,14 @@ class Routes:
                 remote.subscriptions.pop(msg.session_id, None)
             out.append(line)
         if out:
-            await self.conn._send_frame(b"".join(out))
+            from actors.frontends.daemon._connection import _Closed
+            from actors.frontends.daemon._tunnel import TunnelLost
+
+            try:
+                await self.conn._send_frame(b"".join(out))
+            except _Closed:
+                self.closing = True
+                raise TunnelLost("this client's connection is closing") from None
 
     async def _send_to_owner(self, refused_by: _Remote, msg: Any) -> bool:
         """Send ``msg``, which ``refused_by`` refused as busy, to the session's owner if
@@ -343,9 +360,12 @@ class Routes:
                         log.info("%s: session %s followed again on node %s from %s", self.conn.address, sid, owner, start)
                         return
                 await trio.sleep(OWNER_POLL_S)
-        await self.conn._send(
-            SubscriptionEnded(session_id=sid, reason=f"its node {gone} went away and no node took it over in time")
-        )
+        from actors.frontends.daemon._connection import _Closed
+
+        with contextlib.suppress(_Closed):
+            await self.conn._send(
+                SubscriptionEnded(session_id=sid, reason=f"its node {gone} went away and no node took it over in time")
+            )
 
     async def close(self) -> None:
         for remote in list(self.remotes.values()):
