@@ -526,6 +526,24 @@ class SessionMirror:
             self._advanced.set()
             self._advanced = trio.Event()
 
+    def expect_handover(self) -> None:
+        """The session restarts on this node (a mode change): when its run stops, the
+        mirror keeps the lease and its place for the next run's (``attach``)."""
+        self._handover = True
+
+    def handover_failed(self) -> None:
+        """The next run did not start: nobody takes the lease over; let it go."""
+        if self.node.mirrors.get(self.session_id) is self:
+            del self.node.mirrors[self.session_id]
+        if self.handed_over and self.lease is not None:
+            from actors.cluster import ClusterError
+
+            async def release(lease: Lease) -> None:
+                with trio.move_on_after(DRAIN_S), contextlib.suppress(ClusterError):
+                    await self.node.leases.release(lease)
+
+            self.node.nursery.start_soon(release, self.lease)
+
     async def stop_for_handover(self) -> None:
         self._handover = True
         if self._scope is not None:

@@ -427,6 +427,10 @@ class DaemonCore:
                 # Reserved from before the old run stops, so that no concurrent load
                 # starts a second run of the session in between.
                 with self._reserve(session_id):
+                    if live.mirror is not None:
+                        # Before the old run stops: its mirror keeps the lease for the
+                        # new run rather than let it go when its last lines are in.
+                        live.mirror.expect_handover()
                     await self._close(live, f"approval mode changed to {approval_mode}")
                     await live.stopped.wait()
                     new = await self._start(
@@ -438,6 +442,8 @@ class DaemonCore:
                     )
             except BaseException:
                 live.replaced.set()
+                if live.mirror is not None:
+                    live.mirror.handover_failed()
                 raise
             self._remember(entry)
             live.successor = new
