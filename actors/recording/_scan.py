@@ -204,8 +204,12 @@ class RecordingCursor:
         except FileNotFoundError:
             return [], first
         stop = held() if held is not None else None
+        known = before
+        """What the caller knows is all in the file (it has message ``before`` live)."""
         if stop is not None and (before is None or stop < before):
-            before = stop
+            # The held message and what came before it may have been written after the
+            # file was read: the read stops there, but counts only what it read.
+            before, known = stop, None
         out: list[Envelope] = []
         expected = first
         expand = any(wanted(name) for name in INTERNED_TYPES)
@@ -231,8 +235,8 @@ class RecordingCursor:
                 expected = max(expected, (last if last is not None else seq) + 1)
             start = end + 1
             self.pos += len(line) + 1
-        if before is not None:
-            expected = max(expected, before)
+        if known is not None:
+            expected = max(expected, known)
         return out, expected
 
     def _decode(self, line: bytes, *, keep_only: bool = False) -> Envelope | None:

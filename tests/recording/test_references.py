@@ -226,3 +226,29 @@ def test_a_catch_up_stops_before_the_message_the_recorder_is_syncing(tmp_path: P
     assert envs == [e for e in loaded.envelopes if e.seq < syncing] and nxt == syncing
     rest, nxt = cursor.read(nxt, None, everything, lambda: None)
     assert envs + rest == loaded.envelopes and nxt == loaded.last_seq + 1
+
+
+def test_a_catch_up_counts_only_what_it_read_when_a_message_is_held_after_the_read(tmp_path: Path) -> None:
+    """The session went on between the cursor's read of the file and its question to the
+    bus (a turn's messages written, its end held for the fsync): the cursor must not
+    count the messages it did not read as read (a follower then skipped a whole turn's
+    events: found by CI, the daemon's smoke test)."""
+    rec = tmp_path / "s.jsonl"
+    _tool_session(tmp_path, rec, 1)
+    whole = rec.read_bytes()
+    loaded = load_recording(rec)
+    lines = whole.splitlines(keepends=True)
+    rec.write_bytes(b"".join(lines[:3]))  # what the file held when the cursor read it
+    read_before = load_recording(rec).last_seq
+    syncing = loaded.envelopes[-1].seq
+
+    def held_after_the_turn() -> int:
+        rec.write_bytes(whole)  # the rest of the turn, written meanwhile
+        return syncing
+
+    cursor = RecordingCursor(rec)
+    envs, nxt = cursor.read(1, None, everything, held_after_the_turn)
+    assert nxt == read_before + 1 and all(e.seq <= read_before for e in envs)
+    rest, nxt = cursor.read(nxt, None, everything, lambda: syncing)
+    assert envs + rest == [e for e in loaded.envelopes if e.seq < syncing] and nxt == syncing
+
