@@ -101,6 +101,7 @@ _SETTINGS = {
     "tlsCert": ("cluster_tls_cert", str),
     "tlsKey": ("cluster_tls_key", str),
     "replicas": ("cluster_replicas", int),
+    "leaseTtl": ("cluster_lease_ttl", float),
     "serve": ("cluster_serve", list),
 }
 """``agentbus.cluster`` in the user's settings.json: key -> (the daemon's option, type).
@@ -138,6 +139,8 @@ def apply_settings(args: argparse.Namespace, settings: Mapping[str, Any], where:
         if key not in cluster:
             continue
         value: Any = cluster[key]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)  # JSON's 10 for 10.0
         if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, list) and not all(isinstance(v, str) for v in value)):
             raise ClusterArgsError(f"{where}: agentbus.cluster.{key} must be {'a list of paths' if kind is list else kind.__name__}")
         if key in ("tokenFile", "nkeyFile", "tlsCa", "tlsCert", "tlsKey"):

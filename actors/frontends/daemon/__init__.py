@@ -142,6 +142,20 @@ def _parser() -> argparse.ArgumentParser:
         "Sessions of other workspaces are placed on nodes that serve them",
     )
     p.add_argument(
+        "--cluster-node-id",
+        metavar="NAME",
+        help="with --cluster: this node's name in the cluster (default: HOST:PID:random, new at each start); "
+        "two nodes running at once must not share one",
+    )
+    p.add_argument(
+        "--cluster-lease-ttl",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --cluster: how long after a node's last renewal its sessions may be taken over "
+        "(default 10; every node of a cluster must use the same, the first sets it)",
+    )
+    p.add_argument(
         "--workers",
         type=int,
         metavar="N",
@@ -205,19 +219,33 @@ def main(argv: Sequence[str]) -> int:
         sys.stderr.write(f"agentbus daemon: {exc}\n")
         return 2
     cluster = None
-    if fields is None and (args.cluster_replicas != 1 or args.cluster_serve):
-        sys.stderr.write("agentbus daemon: --cluster-replicas and --cluster-serve go with --cluster\n")
+    if fields is None and (
+        args.cluster_replicas != 1 or args.cluster_serve or args.cluster_node_id or args.cluster_lease_ttl is not None
+    ):
+        sys.stderr.write(
+            "agentbus daemon: --cluster-replicas, --cluster-serve, --cluster-node-id and --cluster-lease-ttl go with --cluster\n"
+        )
         return 2
     if fields is not None:
         if not 1 <= args.cluster_replicas <= 5:
             sys.stderr.write("agentbus daemon: --cluster-replicas is 1 to 5 (JetStream's limit)\n")
             return 2
+        ttl = args.cluster_lease_ttl
+        if ttl is not None and not 1.0 <= ttl <= 3600.0:
+            sys.stderr.write("agentbus daemon: --cluster-lease-ttl is 1 to 3600 seconds\n")
+            return 2
+        if args.cluster_node_id is not None and not args.cluster_node_id.strip():
+            sys.stderr.write("agentbus daemon: --cluster-node-id must name the node\n")
+            return 2
+        timing = {} if ttl is None else {"lease_ttl_s": ttl, "renew_every_s": ttl / 3}
         try:
             cluster = ClusterConfig(
                 url=args.cluster,
                 credentials=credentials(fields),
                 replicas=args.cluster_replicas,
                 serves=None if not args.cluster_serve else tuple(str(Path(d).expanduser().resolve()) for d in args.cluster_serve),
+                **({"node_id": args.cluster_node_id.strip()} if args.cluster_node_id else {}),
+                **timing,
             )
         except ImportError as exc:
             sys.stderr.write(f"agentbus daemon: --cluster needs nats-py: pip install 'agentbus[cluster]' ({exc})\n")

@@ -372,3 +372,38 @@ async def test_a_tunnel_takes_the_sockets_frame_rules(home: Path, nats_server: N
                 await welcomed.wait()
                 await tunnel.close()
                 nursery.cancel_scope.cancel()
+
+
+@pytest.mark.slow
+async def test_a_node_of_another_machine_that_dies_is_known_by_its_silence_and_its_lease(
+    home: Path, nats_server: NatsServer
+) -> None:
+    """No process of this machine to look for (its id names another host): the client's
+    node learns it is gone when its tunnel falls silent, another node when its lease
+    expires (``--cluster-lease-ttl``); that node takes the session over from the stream
+    and the client follows on, as across machines."""
+    ttl = 3.0
+    ws = home / "ws"
+    fake = write_responses(home / "f.responses", text_response(*(f"chunk{i} " for i in range(40))), text_response("again"))
+    (home / "b" / "ws").mkdir(parents=True)
+    timing = {"lease_ttl_s": ttl, "renew_every_s": ttl / 3}
+    with trio.fail_after(90):
+        async with node(home / "a", nats_server.url, "node-a", serves=(), **timing), client_of(home / "a") as client:
+            async with daemon_process(
+                home / "b", "--cluster", nats_server.url, "--cluster-node-id", "machine-2:b", "--cluster-lease-ttl", str(ttl)
+            ) as b:
+                sid = (
+                    await client.create_session(str(ws), fake_responses=str(fake), model="gemini-2.5-flash", fake_chunk_delay_ms=50)
+                ).session_id
+                async with node(home / "c", nats_server.url, "node-c", **{**timing, "renew_every_s": 0.5}) as c:
+                    await client.subscribe(sid, from_seq=1)
+                    await client.prompt(sid, "stream")
+                    seen = await events_until(client, lambda m: isinstance(m, TextStreamed) and "chunk3" in m.text)
+                    b.proc.send_signal(signal.SIGKILL)
+                    await b.proc.wait()
+                    more = await events_until(client, lambda m: isinstance(m, SessionOpened))
+                    assert sid in c.core.sessions
+                    await client.prompt(sid, "and now?")
+                    after = await events_until(client)
+            seqs = [e.seq for e in seen + more + after]
+            assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
