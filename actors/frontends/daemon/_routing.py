@@ -208,9 +208,13 @@ class Routes:
             remote = _Remote(node_id, tunnel)
             hello = new_id()
             remote.internal.add(hello)
-            await tunnel.send(
-                (encode(Hello(request_id=hello, protocol=PROTOCOL_VERSION, client=self.conn.client or "agentbus")) + "\n").encode()
-            )
+            try:
+                await tunnel.send(
+                    (encode(Hello(request_id=hello, protocol=PROTOCOL_VERSION, client=self.conn.client or "agentbus")) + "\n").encode()
+                )
+            except TunnelLost as exc:
+                await tunnel.close()
+                raise RequestError("failed", f"node {node_id} of the cluster cannot be reached: {exc}") from None
             self.remotes[node_id] = remote
             assert self.conn._nursery is not None
             self.conn._nursery.start_soon(self._run, remote)
