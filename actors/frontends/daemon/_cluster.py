@@ -666,12 +666,18 @@ class SessionMirror:
         assert self.journal is not None
         waiting = False
         while True:
+            await trio.lowlevel.checkpoint()  # a handover's cancel lands here, between appends
             try:
-                if self.taken:
-                    await self.journal.append_batch(batch)
-                else:
-                    await self.journal.take_over(batch[0])
-                    self.taken = True
+                # One append is never cut short (a handover cancels the mirror): cut, it
+                # could be stored without this mirror knowing, and the next run would
+                # append its lines again in another batch (the stream would hold them
+                # twice). It is bounded by the journal's request timeout.
+                with trio.CancelScope(shield=True):
+                    if self.taken:
+                        await self.journal.append_batch(batch)
+                    else:
+                        await self.journal.take_over(batch[0])
+                        self.taken = True
                 for line in batch:
                     self._acked(line)
                 return
