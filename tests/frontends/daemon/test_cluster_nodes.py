@@ -41,9 +41,12 @@ USER = getpass.getuser()  # as a node started from the command line names it
 
 
 @asynccontextmanager
-async def node(root: Path, url: str, node_id: str, **cluster: Any) -> AsyncIterator[Daemon]:
+async def node(
+    root: Path, url: str, node_id: str, *, options: dict[str, Any] | None = None, **cluster: Any
+) -> AsyncIterator[Daemon]:
     config = attrs.evolve(
         config_for(root),
+        **(options or {}),
         cluster=ClusterConfig(url=url, **{"user": USER, "node_id": node_id, "renew_every_s": 0.5, **cluster}),
     )
     async with trio.open_nursery() as nursery:
@@ -407,3 +410,31 @@ async def test_a_node_of_another_machine_that_dies_is_known_by_its_silence_and_i
                     after = await events_until(client)
             seqs = [e.seq for e in seen + more + after]
             assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+
+
+async def test_a_live_model_session_placed_on_another_node_uses_the_clients_credentials(
+    home: Path, nats_server: NatsServer
+) -> None:
+    """The live backend across nodes: the client's credentials (its auth environment)
+    go with the new session through the tunnel, and the node that runs it calls the
+    model with them (the real google-genai SDK over HTTP to the fake Gemini server)."""
+    from actors.gateway import FakeEntry, live_backend
+    from tests.fakes.gemini_server import FakeGeminiServer
+
+    server = FakeGeminiServer([FakeEntry("generateContentStream", text_response("live ", "from b")["response"], 0)])
+    ws = home / "ws"
+    live = {"live_backend": lambda env, auth_type: live_backend(env, auth_type=auth_type)}
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.run)
+            async with node(home / "b", nats_server.url, "node-b", serves=(str(ws),), options=live) as b, node(
+                home / "a", nats_server.url, "node-a", serves=()
+            ), client_of(home / "a") as client:
+                auth = {"GEMINI_API_KEY": "key-0123456789abcdef", "GOOGLE_GEMINI_BASE_URL": server.base_url}
+                sid = (await client.create_session(str(ws), model="gemini-2.5-flash", auth_env=auth)).session_id
+                assert sid in b.core.sessions
+                await client.subscribe(sid)
+                await client.prompt(sid, "hi")
+                envs = await events_until(client)
+            nursery.cancel_scope.cancel()
+    assert "live from b" in "".join(getattr(e.message, "text", "") for e in envs)
