@@ -29,6 +29,7 @@ class LeaseStore(Protocol):
     async def create(self, key: str, value: bytes) -> int: ...
     async def update(self, key: str, value: bytes, *, last: int) -> int: ...
     async def delete(self, key: str, *, last: int) -> None: ...
+    async def items(self) -> dict[str, tuple[bytes, int]]: ...
 
 
 @attrs.frozen
@@ -66,6 +67,10 @@ class SessionLease:
             await self.store.delete(lease_key(lease.session_id), last=lease.revision)
         except LeaseLost:
             pass  # already someone else's (or gone): nothing of ours to release
+
+    async def holders(self) -> dict[str, str]:
+        """Every held lease's node, by its key (``lease_key``), read in one pass."""
+        return {key: value.decode("utf-8", "replace") for key, (value, _) in (await self.store.items()).items() if value}
 
     async def owner(self, session_id: str) -> str | None:
         held = await self.store.get(lease_key(session_id))

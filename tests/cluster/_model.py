@@ -72,6 +72,10 @@ class ModelBucket:
             raise LeaseLost("changed")
         del self.entries[key]
 
+    async def items(self) -> dict[str, tuple[bytes, int]]:
+        live = {key: self._live(key) for key in list(self.entries)}
+        return {key: (entry[0], entry[1]) for key, entry in live.items() if entry is not None}
+
 
 @attrs.define
 class ModelLog:

@@ -138,8 +138,11 @@ async def test_model_agrees_with_the_server(nats_server: NatsServer, tmp_path: P
         await ja.open()
         out.append(await ja.take_over(b"meta:a"))
         out.append(await ja.append(b"a1"))
+        await leases.acquire("t", "c")
+        out.append(await leases.holders())
         await leases.release(a)
         await leases.acquire("s", "b")
+        out.append(await leases.holders())
         try:
             await leases.renew(a)
         except LeaseLost:
@@ -161,6 +164,7 @@ async def test_model_agrees_with_the_server(nats_server: NatsServer, tmp_path: P
 
     assert real == run(model())
     assert real[-1] == [b"meta:a", b"a1", b"meta:b", b"b1"]
+    assert real[4] == {"s.s": "a", "s.t": "c"} and real[5] == {"s.s": "b", "s.t": "c"}
 
 
 def test_the_property_fails_without_fencing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -88,10 +88,15 @@ class ClusterConfig:
     workspace; empty: none (a front that places every session on other nodes)."""
 
     def serves_workspace(self, workspace: str) -> bool:
-        if self.serves is None:
-            return True
-        path = Path(workspace)
-        return any(path == Path(root) or Path(root) in path.parents for root in self.serves)
+        return serves(self.serves, workspace)
+
+
+def serves(roots: tuple[str, ...] | None, workspace: str) -> bool:
+    """Whether a node serving ``roots`` (None: every workspace) runs ``workspace``'s sessions."""
+    if roots is None:
+        return True
+    path = Path(workspace)
+    return any(path == Path(root) or Path(root) in path.parents for root in roots)
 
 
 def lease_bucket(user: str) -> str:
@@ -127,7 +132,7 @@ class NodeInfo:
     """Of its entry in the bucket (not advertised: what this node read)."""
 
     def serves_workspace(self, workspace: str) -> bool:
-        return ClusterConfig(url="", node_id=self.node_id, serves=self.serves).serves_workspace(workspace)
+        return serves(self.serves, workspace)
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -281,13 +286,7 @@ class ClusterNode:
     async def owners(self) -> dict[str, str]:
         """Every held lease's node, by the lease's key (``lease_key``), in one pass;
         leases of processes of this machine that are gone left out."""
-        items = await self.leases.store.items()  # type: ignore[attr-defined]
-        out = {}
-        for key, (value, _) in items.items():
-            who = value.decode("utf-8", "replace")
-            if who and not gone_from_this_machine(who):
-                out[key] = who
-        return out
+        return {key: who for key, who in (await self.leases.holders()).items() if not gone_from_this_machine(who)}
 
     async def publish_session(self, entry: Any, state: str, title: str = "") -> None:
         """The session's record in the directory (its title kept when none is given:

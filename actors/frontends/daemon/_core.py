@@ -381,6 +381,10 @@ class DaemonCore:
         self._forget(session_id)
         self.nursery.start_soon(self._close, live, live.closing)
 
+    def runs_here(self, session_id: str) -> bool:
+        """Whether this daemon runs ``session_id`` or is starting it."""
+        return session_id in self.sessions or session_id in self._starting
+
     def running(self, session_id: str) -> LiveSession:
         live = self.sessions.get(session_id)
         if live is None or live.addrs is None:

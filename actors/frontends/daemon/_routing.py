@@ -126,7 +126,7 @@ class Routes:
             return False
         root = _root(sid)
         core = self.conn.core
-        if root in core.sessions or root in core._starting:
+        if core.runs_here(root):
             self.routes.pop(root, None)
             return False
         target: str | None = self.routes.get(root)
