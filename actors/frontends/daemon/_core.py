@@ -367,6 +367,8 @@ class DaemonCore:
             log.info("session %s: not taken over: %s", session_id, exc.message)
         except Exception:  # one session's take-over failing is its own: the node goes on
             log.exception("session %s: taking it over failed", session_id)
+        else:
+            log.info("session %s: taken over; it runs on this node now", session_id)
 
     def taken_elsewhere(self, session_id: str, why: str) -> None:
         """Another node of the cluster took the session's lease (this node could not

@@ -22,6 +22,7 @@ from actors.cluster.lease import lease_key
 from actors.cluster.servers import NatsServer, free_port
 from actors.frontends.daemon import Daemon, serve
 from actors.frontends.daemon._cluster import (
+    RENEW_EVERY_S,
     ClusterConfig,
     SessionMirror,
     default_node_id,
@@ -38,6 +39,7 @@ from tests.frontends.daemon._helpers import (
     write_responses,
 )
 from tests.frontends.daemon._procs import agentbus, daemon_process
+from tests.frontends.daemon.test_cluster_nodes import logged, node
 
 nats_server = cluster_fixtures.nats_server
 USER = "ann"
@@ -45,15 +47,9 @@ USER = "ann"
 
 @asynccontextmanager
 async def node_daemon(home: Path, url: str, **cluster: Any) -> AsyncIterator[Daemon]:
-    config = attrs.evolve(
-        config_for(home), cluster=ClusterConfig(url=url, **{"user": USER, "node_id": "node-a", **cluster})
-    )
-    async with trio.open_nursery() as nursery:
-        daemon: Daemon = await nursery.start(serve, config)
-        try:
-            yield daemon
-        finally:
-            daemon.stop("test over")
+    """The daemon of ``home`` as node ``node-a`` of user ann, renewing as a node does."""
+    async with node(home, url, cluster.pop("node_id", "node-a"), **{"user": USER, "renew_every_s": RENEW_EVERY_S, **cluster}) as daemon:
+        yield daemon
 
 
 async def a_session(home: Path, turns: int) -> str:
@@ -376,17 +372,8 @@ async def test_a_node_runs_live_model_sessions_beside_its_nats_link(home: Path, 
 async def test_a_lease_that_expired_with_nobody_taking_it_is_taken_again(home: Path, nats_server: NatsServer) -> None:
     """As when the cluster was out of reach for longer than the TTL: the key is gone, no
     other node took it; the next renewal takes it again and the mirror goes on."""
-    taken_again = trio.Event()
-
-    class Watch(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if "taken again" in record.getMessage():
-                taken_again.set()
-
-    watch = Watch()
-    logging.getLogger("agentbus.daemon").addHandler(watch)
     fake = write_responses(home / "f.responses", text_response("one"))
-    with trio.fail_after(60):
+    with trio.fail_after(60), logged("taken again") as taken_again:
         async with open_link(nats_server.url) as link:
             async with node_daemon(home, nats_server.url, renew_every_s=0.1) as daemon, client_of(home) as client:
                 ready = await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")
@@ -402,7 +389,6 @@ async def test_a_lease_that_expired_with_nobody_taking_it_is_taken_again(home: P
                 await client.prompt(sid, "after")
                 await events_until(client)
             stored = b"".join(line + b"\n" for _, line in await Journal(link, USER, sid).lines())
-    logging.getLogger("agentbus.daemon").removeHandler(watch)
     assert stored == recording_path(home / "data", sid).read_bytes()
 
 

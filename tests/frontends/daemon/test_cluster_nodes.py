@@ -8,8 +8,8 @@ import getpass
 import json
 import logging
 import signal
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,29 @@ from tests.frontends.daemon._procs import daemon_process
 
 nats_server = cluster_fixtures.nats_server
 USER = getpass.getuser()  # as a node started from the command line names it
+
+
+@contextmanager
+def logged(needle: str) -> Iterator[trio.Event]:
+    """An event set when the daemon logs a line containing ``needle`` (logged in trio's
+    thread, as the daemon's tasks log)."""
+    seen = trio.Event()
+
+    class Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if needle in record.getMessage():
+                seen.set()
+
+    watch = Watch()
+    logger = logging.getLogger("agentbus.daemon")
+    logger.addHandler(watch)
+    old_level = logger.level
+    logger.setLevel(min(old_level or logging.INFO, logging.INFO))
+    try:
+        yield seen
+    finally:
+        logger.removeHandler(watch)
+        logger.setLevel(old_level)
 
 
 @asynccontextmanager
@@ -177,16 +200,15 @@ async def test_with_no_node_left_for_its_workspace_a_session_waits_interrupted_u
             assert listed[sid] == "interrupted"
             with pytest.raises(DaemonError, match="no node of the cluster serves the workspace"):
                 await client.load_session(sid)
-            async with node(home / "c", nats_server.url, "node-c") as c:
-                with trio.fail_after(10):
-                    # Its take-over round comes every renew_every_s (a timer of node c's).
-                    while sid not in c.core.sessions:  # noqa: ASYNC110
-                        await trio.sleep(0.1)
-                listed = {s.session_id: s.state for s in (await client.list_sessions()).sessions}
-                assert listed[sid] == "running"
-                await client.subscribe(sid)
-                await client.prompt(sid, "still there?")
-                assert isinstance((await events_until(client))[-1].message, TurnEnded)
+            with logged(f"session {sid}: taken over") as taken:
+                async with node(home / "c", nats_server.url, "node-c") as c:
+                    await taken.wait()  # its first take-over round
+                    assert sid in c.core.sessions
+                    listed = {s.session_id: s.state for s in (await client.list_sessions()).sessions}
+                    assert listed[sid] == "running"
+                    await client.subscribe(sid)
+                    await client.prompt(sid, "still there?")
+                    assert isinstance((await events_until(client))[-1].message, TurnEnded)
 
 
 ACCOUNTS = """
@@ -260,13 +282,12 @@ async def answered_again(ask: Any) -> None:
 
 @pytest.mark.slow
 async def test_sessions_go_on_with_one_server_of_three_and_wait_loudly_for_quorum_with_one(
-    home: Path, nats_cluster: list[NatsServer], nursery: trio.Nursery, caplog: pytest.LogCaptureFixture
+    home: Path, nats_cluster: list[NatsServer], nursery: trio.Nursery
 ) -> None:
     """Three NATS servers, replicas 3, the session on node b, its client on node a.
     One server killed (-9): turns go on. A second killed: the stream cannot take lines
     (node b says so) and the client gets nothing it would lose; both back: the turn the
     client had not seen arrives, and every event it saw is in the stream."""
-    caplog.set_level(logging.WARNING, logger="agentbus.daemon")
     urls = ",".join(s.url for s in nats_cluster)
     ws = home / "ws"
     fake = write_responses(home / "f.responses", *(text_response(f"answer {i}") for i in range(3)))
@@ -287,9 +308,9 @@ async def test_sessions_go_on_with_one_server_of_three_and_wait_loudly_for_quoru
             seen += await events_until(client)
             nats_cluster[1].kill()
             await answered_again(lambda: client.list_mcp_servers(sid))
-            await client.prompt(sid, "three")
-            while "waiting for the cluster to take its lines" not in caplog.text:  # noqa: ASYNC110
-                await trio.sleep(0.1)  # node b's mirror says it is waiting (a retry every 0.5 s)
+            with logged("waiting for the cluster to take its lines") as waiting:
+                await client.prompt(sid, "three")
+                await waiting.wait()  # node b's mirror says so
             assert "answer 2" not in "".join(getattr(e.message, "text", "") for e in seen)
             await nats_cluster[0].start(nursery)
             await nats_cluster[1].start(nursery)
