@@ -10,8 +10,11 @@ Emits: to sessions, ``SubmitPrompt``, ``CancelTurn``, ``ApprovalAnswered``,
 ``ScheduleBatch``/``CancelBatch`` (tool calls the user asked for) and ``AddContext`` (a
 result the user shares with the model), each sent from its own address so the log says
 who asked; to its client, replies, events and notices.
-Owns: the socket, a bounded send buffer (``Limits.send_frames`` frames) drained by one
-writer task, one follower task per subscription.
+Owns: the socket, a bounded send buffer (``Limits.send_frames`` frames, ``_Outbox``)
+drained by one writer task, one follower task per subscription. A frame goes to the
+socket at once, from the task that made it, when nothing waits before it and the socket
+takes it whole (no task switch per event); otherwise it waits in the buffer for the
+writer.
 Stops: when the client closes the socket; on a fatal protocol error (after the error
 frame is flushed, bounded); on TCP, when no ``Hello`` with the token came within
 ``hello_timeout_s``, or when the daemon drops it still waiting for one to make room for a
@@ -48,6 +51,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections import deque
 from functools import partial
 from typing import Any
 
@@ -179,7 +183,7 @@ class ConnectionActor:
         self.daemon_info = daemon_info
         """Callable returning (pid, socket path, connection summaries) for DaemonStatus."""
         self.rules = ConnectionRules(token=limits.token)
-        self._out_send, self._out_recv = trio.open_memory_channel[bytes](limits.send_frames)
+        self._outbox = _Outbox(stream, limits.send_frames)
         self._followers: dict[str, _Follower] = {}
         self._tool_calls: dict[str, str] = {}
         """Pending CallTool request id -> session id."""
@@ -216,9 +220,9 @@ class ConnectionActor:
             address=self.address,
             client=self.client,
             sessions=tuple(sorted(self.rules.sessions)),
-            queued_frames=self._out_send.statistics().current_buffer_used,
+            queued_frames=len(self._outbox.queue),
             lagged=self.lagged + sum(1 for f in self._followers.values() if f.sub is not None and f.sub.lagged_from),
-            stalled=self._out_send.statistics().current_buffer_used >= self.limits.send_frames,
+            stalled=len(self._outbox.queue) >= self.limits.send_frames,
         )
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -237,7 +241,7 @@ class ConnectionActor:
                 await self._read(port)
                 # Flush what is queued (a final error, a notice), bounded, then stop.
                 self._closing = True
-                self._out_send.close()
+                self._outbox.close()
                 with trio.move_on_after(self.limits.flush_timeout_s):
                     await self._writer_done.wait()
                 nursery.cancel_scope.cancel(reason=f"connection {self.address} closed")
@@ -250,6 +254,7 @@ class ConnectionActor:
                 if self.routes is not None:
                     await self.routes.close()
             port.close()
+            self._outbox.close()
             self.stream.socket.close()
             self.done.set()
 
@@ -259,7 +264,7 @@ class ConnectionActor:
             return
         self._notice_nowait(DaemonStopping(reason=reason))
         self._closing = True
-        self._out_send.close()
+        self._outbox.close()
         self._stop.set()
 
     async def _require_hello(self) -> None:
@@ -272,7 +277,7 @@ class ConnectionActor:
         if self.rules.hello is None and not self._stop.is_set():
             self._notice_nowait(ProtocolError(request_id=None, code="bad_token", message=why, fatal=True))
             self._closing = True
-            self._out_send.close()
+            self._outbox.close()
             self._stop.set()
 
     async def _close_when_stopped(self, nursery: trio.Nursery) -> None:
@@ -284,27 +289,15 @@ class ConnectionActor:
 
     # -- writing ---------------------------------------------------------------------------------------
     async def _write(self) -> None:
+        outbox = self._outbox
         try:
             while True:
-                try:
-                    frame = await self._out_recv.receive()
-                except trio.EndOfChannel:
+                batch = await outbox.take(WRITE_BATCH)
+                if batch is None:
                     return
-                batch = [frame]
-                size = len(frame)
-                if size < WRITE_BATCH:
-                    # One scheduler round first: the followers that events of the same
-                    # round woke queue their frames too, and they leave in one send.
-                    await trio.lowlevel.checkpoint()
-                while size < WRITE_BATCH:
-                    try:
-                        more = self._out_recv.receive_nowait()
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                    batch.append(more)
-                    size += len(more)
                 with trio.move_on_after(self.limits.stall_timeout_s) as waited:
                     await self.stream.send_all(b"".join(batch))
+                outbox.sent()
                 if waited.cancelled_caught:
                     log.warning("%s: the client stopped reading; disconnecting", self.address)
                     self._abort("client stopped reading")
@@ -323,16 +316,12 @@ class ConnectionActor:
         await self._send_frame((encode(msg) + "\n").encode("utf-8"))
 
     async def _send_frame(self, frame: bytes) -> None:
-        try:
-            await self._out_send.send(frame)
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            raise _Closed() from None
+        """Send ``frame`` (written at once or queued); waits only for room in a full
+        buffer; raises ``_Closed`` when the connection is ending."""
+        await self._outbox.put(frame)
 
     def _notice_nowait(self, msg: Message) -> None:
-        try:
-            self._out_send.send_nowait((encode(msg) + "\n").encode("utf-8"))
-        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
-            pass
+        self._outbox.put_nowait((encode(msg) + "\n").encode("utf-8"))
 
     # -- reading ---------------------------------------------------------------------------------------
     async def _read(self, port: Port) -> None:
@@ -873,8 +862,20 @@ class ConnectionActor:
         envs, nxt = await trio.to_thread.run_sync(cursor.read, expected, before, wanted, held)
         if envs and live is not None:
             await self._in_stream(live, envs[-1].seq)
+        # Written WRITE_BATCH bytes at a time, a scheduler round between (a long
+        # catch-up does not hold the loop).
+        batch: list[bytes] = []
+        size = 0
         for env in envs:
-            await self._send_frame((encode_envelope(env) + "\n").encode("utf-8"))
+            frame = (encode_envelope(env) + "\n").encode("utf-8")
+            batch.append(frame)
+            size += len(frame)
+            if size >= WRITE_BATCH:
+                await self._send_frame(b"".join(batch))
+                await trio.lowlevel.checkpoint()
+                batch, size = [], 0
+        if batch:
+            await self._send_frame(b"".join(batch))
         return max(expected, nxt)
 
 
@@ -912,3 +913,90 @@ def encoded_frame(live: LiveSession, env: Envelope) -> bytes:
 
 class _Closed(Exception):
     """The connection's send buffer is closed: the connection is ending."""
+
+
+class _Outbox:
+    """The frames a connection sends its client, in order, at most ``limit`` of them
+    waiting. ``put`` writes a frame to the socket at once when nothing waits before it
+    and the writer is not sending (a non-blocking write from the task that made it: no
+    task switch, no scheduler round per event); what the socket does not take waits in
+    the queue, and the writer task (``take``, ``sent``) sends it, several frames at a
+    time, with the stall timeout."""
+
+    def __init__(self, stream: Any, limit: int) -> None:
+        # Only a plain socket is written to directly (a tunnel's stream is not one).
+        self._socket = stream.socket if type(stream) is trio.SocketStream else None
+        self.limit = limit
+        self.queue: deque[bytes] = deque()
+        self.sending = False
+        """The writer took frames off the queue and is sending them."""
+        self.closed = False
+        self._wake: trio.Event | None = None
+        """Set when the writer has something to do (it waits on it)."""
+        self._room: trio.Event | None = None
+        """Set when frames left a full queue (senders wait on it)."""
+
+    def put_nowait(self, frame: bytes) -> bool:
+        """Send or queue ``frame`` without waiting; False: closed, or no room."""
+        if self.closed or len(self.queue) >= self.limit:
+            return False
+        self._put(frame)
+        return True
+
+    async def put(self, frame: bytes) -> None:
+        """Send or queue ``frame``, waiting for room; raises ``_Closed`` once closed."""
+        while not self.closed and len(self.queue) >= self.limit:
+            room = self._room = self._room or trio.Event()
+            await room.wait()
+        if self.closed:
+            raise _Closed()
+        self._put(frame)
+
+    def _put(self, frame: bytes) -> None:
+        if not self.queue and not self.sending and self._socket is not None:
+            try:
+                written = os.write(self._socket.fileno(), frame)
+            except OSError:  # the socket is full (or broken: the writer's send says so)
+                written = 0
+            if written == len(frame):
+                return
+            frame = frame[written:]
+        self.queue.append(frame)
+        if self._wake is not None:
+            self._wake.set()
+
+    def close(self) -> None:
+        """No more frames: those queued are still sent; waiting senders get ``_Closed``."""
+        self.closed = True
+        self._socket = None
+        for event in (self._wake, self._room):
+            if event is not None:
+                event.set()
+
+    async def take(self, max_bytes: int) -> list[bytes] | None:
+        """The writer's next frames (at least one, up to ``max_bytes`` unless the first is
+        larger), marked as being sent until ``sent``; None when closed and all were sent."""
+        while not self.queue:
+            if self.closed:
+                return None
+            wake = self._wake = trio.Event()
+            await wake.wait()
+            self._wake = None
+        if len(self.queue[0]) < max_bytes:
+            # One scheduler round first: the tasks that events of the same round woke
+            # queue their frames too, and they leave in one send.
+            await trio.lowlevel.checkpoint()
+        batch = [self.queue.popleft()]
+        size = len(batch[0])
+        while self.queue and size + len(self.queue[0]) <= max_bytes:
+            frame = self.queue.popleft()
+            batch.append(frame)
+            size += len(frame)
+        self.sending = True
+        if self._room is not None:
+            self._room.set()
+            self._room = None
+        return batch
+
+    def sent(self) -> None:
+        self.sending = False
