@@ -85,69 +85,63 @@ def with_wait_for_previous(schema: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _VALIDATORS: dict[str, Any] = {}
-_BY_IDENTITY: dict[int, tuple[Mapping[str, Any], Any]] = {}
-"""Validators by their schema object, kept alive with it (so its id is not reused)."""
+"""jsonschema's validators by the schema's JSON (for schemas ``_schema_check`` leaves to it)."""
+_BY_IDENTITY: dict[int, tuple[Mapping[str, Any], Callable[[Any], str | None]]] = {}
+"""Checkers by their schema object, kept alive with it (so its id is not reused)."""
 
 
 def schema_error(schema: Mapping[str, Any], args: Any) -> str | None:
     """Validate ``args``; the first error worded as Gemini CLI's validator words it."""
-    import json
-
-    # By identity first (a tool's schema is one object for the session): the JSON key
-    # costs a tenth of an MCP call's way through the scheduler.
+    # By identity first (a tool's schema is one object for the session): building a
+    # checker costs a tenth of an MCP call's way through the scheduler.
     known = _BY_IDENTITY.get(id(schema))
     if known is not None and known[0] is schema:
-        validator = known[1]
-    else:
-        key = json.dumps(schema, sort_keys=True, default=str)
-        validator = _VALIDATORS.get(key)
-        if validator is None:
-            import jsonschema  # imported on first use: it costs 30 ms at start-up
+        return known[1](args)
+    from ._schema_check import compile_checker  # on the first call: -p hi has none
 
-            validator = _VALIDATORS[key] = jsonschema.Draft202012Validator(with_wait_for_previous(schema))
-        if len(_BY_IDENTITY) >= 4096:
-            _BY_IDENTITY.clear()
-        _BY_IDENTITY[id(schema)] = (schema, validator)
+    full = with_wait_for_previous(schema)
+    checker = compile_checker(full)
+    if checker is None:
+        validator = _jsonschema_validator(full)
+        checker = lambda args: _jsonschema_error(validator, args)  # noqa: E731
+    if len(_BY_IDENTITY) >= 4096:
+        _BY_IDENTITY.clear()
+    _BY_IDENTITY[id(schema)] = (schema, checker)
+    return checker(args)
+
+
+def jsonschema_schema_error(schema: Mapping[str, Any], args: Any) -> str | None:
+    """``schema_error`` by jsonschema alone, whatever keywords the schema uses (the
+    answer ``_schema_check`` must give where it applies)."""
+    return _jsonschema_error(_jsonschema_validator(with_wait_for_previous(schema)), args)
+
+
+def _jsonschema_validator(full: Mapping[str, Any]) -> Any:
+    import json
+
+    # Keys in their order: it decides which of two errors at one place is reported.
+    key = json.dumps(full, default=str)
+    validator = _VALIDATORS.get(key)
+    if validator is None:
+        import jsonschema  # imported on first use: it costs 15-30 ms
+
+        validator = _VALIDATORS[key] = jsonschema.Draft202012Validator(full)
+    return validator
+
+
+def _jsonschema_error(validator: Any, args: Any) -> str | None:
+    from ._schema_check import ajv_text, error_order
+
     try:
-        errors = sorted(validator.iter_errors(args), key=lambda e: (len(e.path), str(e.path)))
+        errors = sorted(validator.iter_errors(args), key=lambda e: error_order(e.path))
     except Exception:  # noqa: BLE001
         # A schema the validator cannot apply (an unknown type, a $ref to nowhere): no
         # validation, as Gemini CLI's validator skips a schema it cannot compile.
         return None
     if not errors:
         return None
-    return _ajv_text(errors[0])
-
-
-def _ajv_text(err: Any) -> str:
-    """``err`` is a ``jsonschema.ValidationError``."""
-    path = "params" + "".join(f"/{p}" for p in err.absolute_path)
-    v = err.validator
-    if v == "required":
-        missing = err.message.split("'")[1] if "'" in err.message else err.message
-        return f"{path} must have required property '{missing}'"
-    if v == "type":
-        expected = err.validator_value
-        if isinstance(expected, list):
-            expected = ",".join(expected)
-        if expected == "integer":
-            return f"{path} must be integer"
-        return f"{path} must be {expected}"
-    if v == "enum":
-        return f"{path} must be equal to one of the allowed values"
-    if v == "minimum":
-        return f"{path} must be >= {err.validator_value}"
-    if v == "maximum":
-        return f"{path} must be <= {err.validator_value}"
-    if v == "minItems":
-        return f"{path} must NOT have fewer than {err.validator_value} items"
-    if v == "maxItems":
-        return f"{path} must NOT have more than {err.validator_value} items"
-    if v == "additionalProperties":
-        return f"{path} must NOT have additional properties"
-    if v == "minLength":
-        return f"{path} must NOT have fewer than {err.validator_value} characters"
-    return f"{path} {err.message}"
+    err = errors[0]
+    return ajv_text(err.absolute_path, err.validator, err.validator_value, err.message)
 
 
 # -- responses for the model ---------------------------------------------------------------
