@@ -807,7 +807,7 @@ class ConnectionActor:
         """Forward live messages until the session's route closes; returns ``expected``.
 
         Each wake-up takes every message already waiting in the subscription (no
-        checkpoint between them) and queues their frames as one write."""
+        checkpoint between them) and sends their frames as one write."""
         while True:
             if sub.lagged_from is not None:
                 self.lagged += 1
@@ -834,7 +834,8 @@ class ConnectionActor:
                         batch, size = [], 0
                     expected = await self._catch_up(cursor, expected, env.seq, wanted, live)
                 if env.seq >= expected:
-                    if wanted(type(env.message).__name__):
+                    # A subscription that names its types was handed only those.
+                    if sub.wants is not None or wanted(type(env.message).__name__):
                         frame = encoded_frame(live, env)
                         batch.append(frame)
                         size += len(frame)
@@ -849,7 +850,8 @@ class ConnectionActor:
                     ended = True
                     break
             if batch:
-                await self._in_stream(live, expected - 1)
+                if self.in_stream_first:
+                    await self._in_stream(live, expected - 1)
                 await self._send_frame(b"".join(batch))
             if ended:
                 return expected
