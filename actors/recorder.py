@@ -20,14 +20,13 @@ recording deleted or replaced under a running session stops it with a
 killed process loses at most a line that was being written (the page cache survives
 ``kill -9``). ``fsync`` runs at the points that matter: a turn's end, before an
 approval is asked, and the session's end. "Before it is reported to clients" holds
-because the recorder is the session's *first* observer and its subscription has no
-buffer: the bus hands each message to the recorder before any other observer or the
-recipient gets it, and the recorder writes (and at a sync point fsyncs) it
-synchronously, without a checkpoint, before it asks for the next one. Every task that
-acts on a message therefore runs after that message is on disk; a client printing a
-turn's end prints a durable end. The wiring must start the recorder before anyone else
-observes the session (``runtime.supervise_session`` starts it first; clients subscribe
-after the supervisor is up). The fsync runs in a worker thread (it takes what a disk
+because the recorder is the session's *first* observer and a *tap* (``Bus.subscribe``):
+the bus calls it with each message, in the sender's task, before any other observer or
+the recipient gets it, and it writes the line (and at a sync point fsyncs it)
+synchronously, without a checkpoint; no task switch a message. Every task that acts on a
+message therefore runs after that message is on disk; a client printing a
+turn's end prints a durable end (a tap is first whenever it subscribed, so no other
+observer can come before it). The fsync runs in a worker thread (it takes what a disk
 takes, and a daemon whose sessions end their turns together would otherwise stop for
 all of them in a row), and the bus *holds* the sync points for the recorder
 (``Bus.subscribe(holds=...)``): nobody else is handed one until it is synced (a daemon
@@ -42,6 +41,7 @@ fsync runs inline, blocking the event loop.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -148,27 +148,42 @@ class RecorderActor:
             sink.fsync()
         except OSError as exc:
             raise self._fail("write", exc) from exc
-        # Capacity 0: the bus waits until the recorder has taken each message, and
-        # the recorder is subscribed before any other observer (module doc).
+        # A tap: the bus calls ``_tap`` with each message in its sender's task, before
+        # anyone else has it; the recorder is subscribed before any other observer
+        # (module doc). This task fsyncs the sync points the tap hands over, and ends.
         off_loop = not _virtual_clock()
+        failed: list[RecorderError] = []
+
+        def tap(env: Envelope) -> bool:
+            if failed:
+                return False
+            try:
+                due = self._append(sink, env, claim, sync=not off_loop)
+            except RecorderError as exc:
+                failed.append(exc)
+                return True
+            return due or isinstance(env.message, SessionClosed)
+
         sub = self.bus.subscribe(
             self.session_id,
             f"recorder:{self.session_id}",
             policy="block",
-            capacity=0,
+            capacity=math.inf,
             holds=_SYNC_NAMES.__contains__ if off_loop else None,
+            tap=tap,
         )
         try:
             self._next_seq = self.bus.next_seq(self.session_id)
             task_status.started()
             async for env in sub:
-                if self._append(sink, env, claim, sync=not off_loop):
+                if failed:
+                    raise failed[0]
+                if off_loop and isinstance(env.message, SYNC_POINTS):
                     try:
                         await trio.to_thread.run_sync(sink.fsync)
                         self._synced(claim)
                     except OSError as exc:
                         raise self._fail("write", exc) from exc
-                if off_loop:
                     sub.release(env.seq)
                 if isinstance(env.message, SessionClosed):
                     break

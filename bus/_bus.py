@@ -23,6 +23,13 @@ The first observer may ask the bus to *hold* some types (``holds``): the bus han
 a message to it and waits until it ``release``s it before anyone else is handed it (the
 recorder, which fsyncs those in a worker thread, keeps its "on disk before anyone sees
 it" that way).
+
+One observer of a session may be a *tap* (``tap``): a function the bus calls with each
+message, in the sender's task, before anyone else has it (a tap is the session's first
+observer, whenever it subscribed). It must not block; it says
+whether the message is also handed to the subscription (to be held, when ``holds``
+names its type). The recorder writes its lines this way: no task switch a message, and
+nobody can see a message before its line is written.
 """
 
 from __future__ import annotations
@@ -77,6 +84,9 @@ class Subscription:
     holds: Callable[[str], bool] | None = None
     """The message types (by name) nobody else is handed until this (first) observer
     ``release``s them; None: none."""
+    tap: Callable[[Envelope], bool] | None = None
+    """Called with each message before anyone else has it (the session's first observer:
+    one a session); True: hand it over too. See the module doc."""
     _released: int = 0
     _release: trio.Event | None = None
 
@@ -198,20 +208,28 @@ class Bus:
         capacity: float = DEFAULT_INBOX,
         wants: Callable[[str], bool] | None = None,
         holds: Callable[[str], bool] | None = None,
+        tap: Callable[[Envelope], bool] | None = None,
     ) -> Subscription:
         """Observe every message of ``session_id`` (``ALL_SESSIONS``: of every session),
-        or only those whose type name ``wants`` accepts; ``holds``: see the module doc
-        (for the session's first observer, with ``block``)."""
+        or only those whose type name ``wants`` accepts; ``holds`` and ``tap``: see the
+        module doc (``holds``: for the session's first observer, with ``block``)."""
         send, receive = trio.open_memory_channel[Envelope](
             math.inf if capacity == math.inf else capacity
         )
-        sub = Subscription(name, session_id, policy, send, receive, wants=wants, holds=holds)
+        sub = Subscription(name, session_id, policy, send, receive, wants=wants, holds=holds, tap=tap)
         if session_id == ALL_SESSIONS:
+            if tap is not None:
+                raise ValueError(f"{name}: a tap observes one session")
             self._global_observers.append(sub)
         else:
             route = self._route(session_id)
             sub.since = sub.position = route.next_seq
-            route.observers.append(sub)
+            if tap is None:
+                route.observers.append(sub)
+            elif any(o.tap is not None for o in route.observers):
+                raise ValueError(f"{name}: session {session_id!r} already has a tap")
+            else:
+                route.observers.insert(0, sub)  # first, whoever subscribed before it
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
@@ -258,9 +276,9 @@ class Bus:
         # Every message of a streamed answer passes here, and each yield is a task step
         # of the sender: it yields where the order of what runs next matters, not at
         # every hand-over: at the lock (before the message is numbered), at the first
-        # ``block`` observer (the recorder, subscribed first: it runs before anyone else
-        # has the message) and at the recipient's inbox (the recipient runs before the
-        # sender goes on). Recordings and their replays depend on these three. The other
+        # ``block`` observer unless it is a tap (the recorder, subscribed first, runs
+        # before anyone else has the message: a tap here, in this task) and at the
+        # recipient's inbox (the recipient runs before the sender goes on). The other
         # observers are handed the message without a yield unless a ``block`` one's
         # buffer is full.
         route = self._route(message.session_id)
@@ -270,6 +288,11 @@ class Bus:
                 inbox = self._inboxes.get(to)
                 if inbox is None:
                     raise DeliveryError(f"no actor at {to!r} for {type(message).__name__}")
+            # A cancel that came while the lock yielded stops the send here, before the
+            # message is numbered: from here to the recipient's inbox nothing yields (a
+            # tap does not) unless a hold or a full ``block`` observer makes it wait, so
+            # a message a tap recorded is delivered too.
+            await trio.lowlevel.checkpoint_if_cancelled()
             env = Envelope(
                 seq=route.next_seq,
                 session_id=message.session_id,
@@ -287,6 +310,22 @@ class Bus:
                     offered += 1
                     sub.position = env.seq + 1
                     if sub.wants is not None and not sub.wants(name):
+                        continue
+                    if first and sub.tap is not None:
+                        # In this task, without a yield: see the module doc.
+                        first = False
+                        if not sub.tap(env):
+                            continue
+                        if sub.holds is not None and sub.holds(name):
+                            route.held = env.seq
+                            try:
+                                sub._hand(env)
+                                with trio.CancelScope(shield=True):
+                                    await sub._held(env.seq)
+                            finally:
+                                route.held = None
+                        else:
+                            sub._hand(env)
                         continue
                     if (first and sub.policy == "block") or not sub._hand(env):
                         if first and sub.holds is not None and sub.holds(name):

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import contextlib
+import math
 from functools import partial
 from typing import Any
 
@@ -202,6 +204,115 @@ async def test_the_first_observer_has_each_message_before_anyone_else_does() -> 
         nursery.cancel_scope.cancel()
     assert len(taken) == n
     assert early == []
+
+
+async def test_a_tap_sees_each_message_in_the_senders_task_before_anyone_else() -> None:
+    # The recorder's way (actors/recorder.py): called inline, it has each message while
+    # nobody else can, whatever order trio runs the woken tasks in.
+    bus = Bus()
+    sender = bus.connect("a")
+    inbox = bus.connect("b", capacity=1000)
+    tapped: list[int] = []
+    seen_by_others: list[int] = []
+
+    def tap(env: Any) -> bool:
+        assert trio.lowlevel.current_task() is sending
+        assert env.seq not in seen_by_others
+        tapped.append(env.seq)
+        return False
+
+    sending = trio.lowlevel.current_task()
+    first = bus.subscribe("s", "recorder", capacity=math.inf, tap=tap)
+    other = bus.subscribe("s", "client", policy="lag", capacity=1000)
+    for i in range(50):
+        env = await sender.send(text("s", i), to="b")
+        seen_by_others.append(env.seq)
+    assert tapped == list(range(1, 51))
+    with pytest.raises(trio.WouldBlock):
+        first.receive.receive_nowait()  # it said no: nothing handed to it
+    assert [other.receive.receive_nowait().seq for _ in range(50)] == tapped
+    assert [inbox.inbox.receive_nowait().seq for _ in range(50)] == tapped
+
+
+async def test_a_tap_can_take_a_message_too_and_hold_it_until_it_lets_go() -> None:
+    bus = Bus()
+    a = bus.connect("a")
+    first = bus.subscribe(
+        "s", "recorder", capacity=math.inf, holds={"TurnEnded"}.__contains__,
+        tap=lambda env: isinstance(env.message, TurnEnded),
+    )
+    other = bus.subscribe("s", "client", capacity=10)
+    async with trio.open_nursery() as nursery:
+        await a.publish(text("s", 1))  # not taken: it goes on at once
+        nursery.start_soon(partial(a.publish, TurnEnded(session_id="s", turn_id="t", stop_reason="end_turn")))
+        held = await first.receive.receive()
+        await trio.testing.wait_all_tasks_blocked()
+        assert held.seq == 2 and bus.held("s") == 2
+        assert other.receive.receive_nowait().seq == 1
+        with pytest.raises(trio.WouldBlock):
+            other.receive.receive_nowait()
+        first.release(held.seq)
+        await trio.testing.wait_all_tasks_blocked()
+        assert other.receive.receive_nowait().seq == 2 and bus.held("s") is None
+
+
+async def test_a_tap_is_first_whoever_subscribed_before_it_and_a_session_has_one() -> None:
+    bus = Bus()
+    a = bus.connect("a")
+    order: list[str] = []
+    early = bus.subscribe("s", "client", policy="block", capacity=0)
+
+    def tap(env: Any) -> bool:
+        order.append("tap")
+        return False
+
+    bus.subscribe("s", "recorder", capacity=math.inf, tap=tap)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(partial(a.publish, text("s", 1)))
+        await early.receive.receive()
+        order.append("client")
+    assert order == ["tap", "client"]
+    with pytest.raises(ValueError, match="already has a tap"):
+        bus.subscribe("s", "another", capacity=math.inf, tap=tap)
+    with pytest.raises(ValueError, match="one session"):
+        bus.subscribe("*", "everything", capacity=math.inf, tap=tap)
+
+
+async def _send_while_cancelled() -> tuple[list[int], list[int], int]:
+    """One send, its sender cancelled by a task trio may run before or after it: what
+    the tap saw, what reached the recipient, the session's next number."""
+    bus = Bus()
+    a = bus.connect("a")
+    inbox = bus.connect("b")
+    tapped: list[int] = []
+    bus.subscribe("s", "recorder", capacity=math.inf, tap=lambda env: tapped.append(env.seq) or False)
+    scope = trio.CancelScope()
+
+    async def send() -> None:
+        with scope:
+            await a.send(text("s", 0), to="b")
+
+    async def cancel() -> None:
+        scope.cancel()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(send)
+        nursery.start_soon(cancel)
+    delivered = []
+    with contextlib.suppress(trio.WouldBlock):
+        delivered.append(inbox.inbox.receive_nowait().seq)
+    return tapped, delivered, bus.next_seq("s")
+
+
+async def test_a_message_a_tap_has_seen_reaches_its_recipient_whenever_the_sender_is_cancelled() -> None:
+    # The cancel lands before the message is numbered (while the sender waits for the
+    # session's lock) or not at all: never between the tap (the recording) and the
+    # recipient, which a replay could not reproduce. Trio runs the two tasks in either
+    # order, so repeat.
+    for _ in range(30):
+        tapped, delivered, next_seq = await _send_while_cancelled()
+        assert delivered == tapped
+        assert next_seq == 1 + len(tapped)
 
 
 async def test_a_send_is_a_schedule_point_even_with_nothing_to_wait_for() -> None:

@@ -101,14 +101,18 @@ def test_the_suite_finds_a_planted_bug(switch: str, invariant: int) -> None:
         violations = check(run_session(session))
         if violations:
             found.append(InvariantViolation(violations, session, seed))
-            raise found[-1]
+            # A plant may break another invariant first in some interleavings (a turn
+            # that ends before its tools leaves calls without responses, too): go on
+            # until one breaks the invariant it was planted for.
+            if invariant in found[-1].invariants:
+                raise found[-1]
 
     with planting(switch), contextlib.suppress(InvariantViolation, FlakyFailure):
         explore()
     assert found, f"{switch}: the suite ran {len(tried)} sessions without noticing"
-    first = found[0]
-    assert invariant in first.invariants, str(first)
-    print(f"{switch}: invariant {invariant} broken in example {tried.index(first.session) + 1}")
+    hits = [f for f in found if invariant in f.invariants]
+    assert hits, "\n".join(str(f) for f in found)
+    print(f"{switch}: invariant {invariant} broken in example {tried.index(hits[0].session) + 1}")
 
 
 # -- runtime bugs the suite found -----------------------------------------------------------------
