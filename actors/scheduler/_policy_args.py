@@ -43,6 +43,15 @@ def _utf16_key(text: str) -> bytes:
     return text.encode("utf-16-be", "surrogatepass")
 
 
+def _utf16_sorted(keys: list[str]) -> list[str]:
+    """``keys`` in JavaScript's order (UTF-16 code units). It differs from Python's (code
+    points) only for characters past U+FFFF, so ASCII keys, the usual ones, sort as they
+    are: no encoding per key, and a run's first tool call does not look up the codec."""
+    if all(k.isascii() for k in keys):
+        return sorted(keys)
+    return sorted(keys, key=_utf16_key)
+
+
 def stable_stringify(value: Any) -> str:
     """Gemini's deterministic JSON of tool arguments.
 
@@ -72,7 +81,7 @@ def stable_stringify(value: Any) -> str:
             try:
                 if isinstance(obj, Mapping):
                     pairs = []
-                    for key in sorted((str(k) for k in obj), key=_utf16_key):
+                    for key in _utf16_sorted([str(k) for k in obj]):
                         item = obj[key]
                         if callable(item):
                             continue

@@ -94,6 +94,11 @@ def test_stable_stringify_sorts_keys_and_wraps_top_level_pairs() -> None:
     assert stable_stringify({"a": True, "b": False, "c": None}) == (
         '{\0"a":true\0,\0"b":false\0,\0"c":null\0}'
     )
+    # JavaScript sorts by UTF-16 code units: a character past U+FFFF (a surrogate pair,
+    # D83D DE00) before U+FF01, which Python's code-point order puts after it.
+    assert stable_stringify({"\uff01": 2, "\U0001f600": 1, "b": 3}) == (
+        '{\0"b":3\0,\0"\U0001f600":1\0,\0"\uff01":2\0}'
+    )
 
 
 def test_stable_stringify_numbers_like_javascript() -> None:

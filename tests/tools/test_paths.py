@@ -78,6 +78,11 @@ def test_path_validation_messages() -> None:
     assert validate_path_string("a/" + "b" * 256) == (
         f'Path component "{"b" * 20}..." is too long (maximum 255 characters).'
     )
+    assert validate_path_string("a\\" + "c" * 256 + "\\d") == (
+        f'Path component "{"c" * 20}..." is too long (maximum 255 characters).'
+    )
+    for control in "\r\0\t":
+        assert validate_path_string(f"a{control}b") == validate_path_string("a\nb")
 
 
 def test_confinement(tmp_path: Path) -> None:
