@@ -172,6 +172,7 @@ from tests.bench.bench_soak import BENCHMARKS as SOAK  # noqa: E402
 from tests.bench.bench_startup import BENCHMARKS as STARTUP  # noqa: E402
 from tests.bench.bench_system import BENCHMARKS as SYSTEM  # noqa: E402
 from tests.bench.bench_system import gemini_version  # noqa: E402
+from tests.bench.bench_turn import BENCHMARKS as TURN  # noqa: E402
 
 EXTRA: list[Callable[[], None]] = [
     *ACP,
@@ -184,6 +185,7 @@ EXTRA: list[Callable[[], None]] = [
     bench_explore,
     *GUARDS,
     *LONG,
+    *TURN,
     bench_daemon,
     bench_fuzz,
     bench_cluster,

@@ -28,9 +28,9 @@ from typing import Any
 CALLS = 1000
 
 
-def _responses(path: Path, ws: Path) -> None:
+def _responses(path: Path, ws: Path, calls: int = CALLS) -> None:
     lines = []
-    for i in range(CALLS):
+    for i in range(calls):
         (ws / f"n{i}.txt").write_text(f"line {i}\n")
         call = {"functionCall": {"name": "read_file", "args": {"file_path": f"n{i}.txt"}}}
         lines.append(
@@ -50,7 +50,6 @@ def _responses(path: Path, ws: Path) -> None:
 
 
 def bench_long_session() -> None:
-    from tests.bench.__main__ import AGENTBUS, ROOT
     from tests.bench._table import record
 
     with tempfile.TemporaryDirectory(prefix="ablong") as tmp:
@@ -59,16 +58,7 @@ def bench_long_session() -> None:
         ws.mkdir()
         fake = root / "long.responses"
         _responses(fake, ws)
-        probe = root / "probe.json"
-        env = {**os.environ, "HOME": str(root), "GEMINI_CLI_HOME": str(root), "AGENTBUS_DATA_DIR": str(root / "data")}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
-        out = subprocess.run(
-            [sys.executable, "-m", "tests.bench.bench_long_session", "--probe", str(probe), str(root / "data"),
-             str(AGENTBUS), "-p", "read them", "-m", "gemini-2.5-flash", "--fake-responses", str(fake),
-             "-o", "stream-json", "--approval-mode", "yolo"],
-            cwd=ws, env=env, capture_output=True, text=True, check=True, timeout=600,
-        ).stdout
-        probed = json.loads(probe.read_text())
+        out, probed = run_probed(root, ws, fake)
     stamps = [
         datetime.datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp() * 1000
         for event in map(json.loads, out.splitlines())
@@ -87,6 +77,24 @@ def bench_long_session() -> None:
                 baseline=base if turn != 10 else None,
                 target=f"baseline: turn 10; target: turn {last} <= 1.2x; {len(stamps)} calls ran" if turn == last else "",
             )
+
+
+def run_probed(
+    root: Path, ws: Path, fake: Path, *, module: str = "tests.bench.bench_long_session", more: tuple[str, ...] = ()
+) -> tuple[str, list[Any]]:
+    """The headless run of ``fake`` in ``ws`` through ``--probe`` (``python -m module``):
+    its stdout, and the CPU time and recording size at each ``tool_result``."""
+    from tests.bench.__main__ import AGENTBUS, ROOT
+
+    probe = root / "probe.json"
+    env = {**os.environ, "HOME": str(root), "GEMINI_CLI_HOME": str(root), "AGENTBUS_DATA_DIR": str(root / "data")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    out = subprocess.run(
+        [sys.executable, "-m", module, "--probe", str(probe), str(root / "data"), str(AGENTBUS), "-p", "read them", "-m", "gemini-2.5-flash", "--fake-responses", str(fake),
+         "-o", "stream-json", "--approval-mode", "yolo", *more],
+        cwd=ws, env=env, capture_output=True, text=True, check=True, timeout=600,
+    ).stdout
+    return out, json.loads(probe.read_text())
 
 
 def _around(series: list[float], turn: int) -> float:
