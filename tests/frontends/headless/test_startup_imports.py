@@ -3,10 +3,12 @@ protocol, nor the HTTP client, URL rules and HTML parser that only a web fetch u
 without hooks configured, not the hook runner; a prompt without ``@`` and no MCP server,
 not the ``@`` expansion nor the MCP session code; with no shell command to run or check,
 not the shell's readers (bash grammar, shell-quote) nor the policy's command-safety
-lists; with no tool call, not the scheduler's batch machinery."""
+lists; with no tool call, not the scheduler's batch machinery; with tool calls whose
+schemas use the common keywords, not jsonschema."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -28,6 +30,8 @@ NOT_IMPORTED = (
     "actors.scheduler._command_safety",
     "actors.scheduler._batch",
     "actors.scheduler._call_state",
+    "actors.scheduler._schema_check",
+    "jsonschema",
     "actors.tools._http",
     "actors.tools._url",
 )
@@ -46,4 +50,32 @@ def test_a_headless_run_imports_only_what_it_uses(tmp_path: Path) -> None:
         [sys.executable, "-c", code, str(ROOT / "scenarios" / "bench" / "hi.responses"), *NOT_IMPORTED],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True,
     )
+    assert done.stdout.splitlines()[-1] == "0", done.stdout
+
+
+def test_a_tool_call_is_checked_without_jsonschema(tmp_path: Path) -> None:
+    # Its import (referencing, jsonschema_specifications, importlib.resources, zipfile...)
+    # was a run's first tool call's cost, ~15 ms (actors.scheduler._schema_check).
+    (tmp_path / "notes.txt").write_text("milk\n")
+    call = {"functionCall": {"name": "read_file", "args": {"file_path": "notes.txt"}}}
+    responses = tmp_path / "calls.responses"
+    responses.write_text(
+        "".join(
+            json.dumps({"method": "generateContentStream", "response": [{"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}]}]}) + "\n"
+            for parts in ([call], [{"functionCall": {"name": "read_file", "args": {"file_path": 3}}}], [{"text": "done"}])
+        )
+    )
+    code = (
+        "import sys\n"
+        "from actors.frontends import main\n"
+        "status = main(['-p', 'read', '-y', '-m', 'gemini-2.5-flash', '--fake-responses', sys.argv[1]])\n"
+        "print(status, *(name for name in ('jsonschema', 'referencing') if name in sys.modules))\n"
+    )
+    env = {**os.environ, "HOME": str(tmp_path), "GEMINI_CLI_HOME": str(tmp_path),
+           "AGENTBUS_DATA_DIR": str(tmp_path / "data")}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(responses)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True,
+    )
+    assert "read_file: params/file_path must be string" in done.stderr, done.stderr  # the second call
     assert done.stdout.splitlines()[-1] == "0", done.stdout
