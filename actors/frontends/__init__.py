@@ -23,18 +23,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         _collecting_after_imports = True
     if argv is None:
         reuse_compiled_methods()
+        answer_pthread_lookup()
     try:
-        return _dispatch(args)
+        status = _dispatch(args)
     except BaseException as exc:
         from actors.host.errors import exit_status
 
         prog = f"agentbus {args[0]}" if args and args[0] in SUBCOMMANDS else "agentbus"
-        status = exit_status(exc, prog, sys.stderr)
-        if status is None:
+        failed = exit_status(exc, prog, sys.stderr)
+        if failed is None:
             raise
-        return status
+        return failed
     finally:
         _loaded()
+    if argv is None and not (args and args[0] in SUBCOMMANDS):
+        # A headless run of its own is done: the process goes without taking itself
+        # apart (``actors.frontends._exit``).
+        from actors.frontends._exit import exit_without_teardown
+
+        exit_without_teardown(status)
+    return status
 
 
 def _dispatch(args: list[str]) -> int:
@@ -121,6 +129,14 @@ def reuse_compiled_methods() -> bool:
     from actors.frontends._compiled_methods import reuse_compiled_methods as reuse
 
     return reuse()
+
+
+def answer_pthread_lookup() -> bool:
+    """A process of its own: importing trio finds libpthread without running
+    ``ldconfig`` (``actors.frontends._pthread_lookup``)."""
+    from actors.frontends._pthread_lookup import answer_pthread_lookup as answer
+
+    return answer()
 
 
 _collecting_after_imports = False

@@ -55,6 +55,7 @@ def phases() -> dict[str, float]:
     import actors.frontends  # the entry point, as `agentbus` imports it
 
     actors.frontends.reuse_compiled_methods()  # as `agentbus` does before its imports
+    actors.frontends.answer_pthread_lookup()  # likewise
     from actors.frontends.headless import prepare, run_prepared
     from actors.host.args import parse_headless
     from actors.host.settings import workspace_settings
