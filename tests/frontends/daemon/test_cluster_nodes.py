@@ -17,7 +17,7 @@ import attrs
 import pytest
 import trio
 
-from actors.cluster import Credentials, Journal, open_link
+from actors.cluster import Credentials, Journal, NoQuorum, open_link
 from actors.cluster.servers import NatsServer
 from actors.frontends.daemon import Daemon, serve
 from actors.frontends.daemon._cluster import ClusterConfig, ClusterStartError, open_node
@@ -317,7 +317,12 @@ async def test_sessions_go_on_with_one_server_of_three_and_wait_loudly_for_quoru
             seen += await events_until(client)
             assert "answer 2" in "".join(getattr(e.message, "text", "") for e in seen)
         async with open_link(urls) as link:
-            stored = {line_seq(line) for _, line in await Journal(link, USER, sid).lines()}
+            while True:  # the restarted servers elect JetStream's leader in their own time
+                try:
+                    stored = {line_seq(line) for _, line in await Journal(link, USER, sid).lines()}
+                    break
+                except NoQuorum:
+                    await trio.sleep(0.2)
     assert {e.seq for e in seen} <= stored
     seqs = [e.seq for e in seen]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
