@@ -17,7 +17,9 @@ RSS and peak RSS at the end.
 FILE (``python -m pstats FILE``, CPU time per function) when it stops;
 ``AGENTBUS_BENCH_GC_LOG=FILE`` appends the collector's passes (count, time, longest, per
 generation) to FILE; ``AGENTBUS_BENCH_GC_THRESHOLD=A,B,C`` runs the daemon with those
-thresholds instead of ``tune_collector``'s.
+thresholds instead of ``tune_collector``'s; ``AGENTBUS_BENCH_STEPS=FILE`` counts the
+daemon's task steps by task from one ``SIGUSR2`` to the next (``run(steps=True)`` sends
+them as the turns start and end) and writes them to FILE as JSON.
 """
 
 from __future__ import annotations
@@ -27,11 +29,14 @@ import hashlib
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +68,27 @@ def _script(path: Path, turns: int = TURNS, chunk_count: int = CHUNKS) -> Path:
 
 
 # -- the daemon process ----------------------------------------------------------------------
+class _Steps(trio.abc.Instrument):
+    """Task steps by the task's name (each a wake-up of an actor's task)."""
+
+    def __init__(self) -> None:
+        self.by_task: dict[str, int] = {}
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.by_task[task.name] = self.by_task.get(task.name, 0) + 1
+
+
+async def _count_steps(path: str) -> None:
+    """Count the task steps from one ``SIGUSR2`` to the next, then write them to ``path``."""
+    with trio.open_signal_receiver(signal.SIGUSR2) as signals:
+        await signals.__anext__()
+        steps = _Steps()
+        trio.lowlevel.add_instrument(steps)
+        await signals.__anext__()
+        trio.lowlevel.remove_instrument(steps)
+    await trio.Path(path).write_text(json.dumps(steps.by_task))
+
+
 def serve(runtime: str, data: str) -> None:
     import gc
 
@@ -114,6 +140,8 @@ def serve(runtime: str, data: str) -> None:
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
+            if os.environ.get("AGENTBUS_BENCH_STEPS"):
+                nursery.start_soon(_count_steps, os.environ["AGENTBUS_BENCH_STEPS"])
             await nursery.start(serve, config)
             print("ready", flush=True)
 
@@ -150,8 +178,17 @@ def _rss_kb(pid: int) -> tuple[int, int]:
 
 # -- the clients ------------------------------------------------------------------------------
 async def _clients(
-    runtime: Path, workspace: Path, script: Path, sessions: int, connections: int, pid: int
+    runtime: Path,
+    workspace: Path,
+    script: Path,
+    sessions: int,
+    connections: int,
+    pid: int,
+    *,
+    mark: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
+    """The clients of the module's docstring; ``mark`` is called as the turns start and
+    as they end."""
     from actors.frontends.daemon.client import DaemonClient, open_client
     from actors.frontends.daemon.paths import DaemonPaths
     from bus import Envelope
@@ -180,6 +217,8 @@ async def _clients(
             if created == sessions:
                 phase["setup"] = time.monotonic() - started
                 phase["cpu"] = _cpu_s(pid)
+                if mark is not None:
+                    mark()
                 all_created.set()
             await all_created.wait()  # every session exists before any turn starts
 
@@ -213,17 +252,23 @@ async def _clients(
         for n in range(connections):
             nursery.start_soon(connection, n)
     wall = time.monotonic() - started
+    turns_cpu = _cpu_s(pid) - phase["cpu"]
+    if mark is not None:
+        mark()
     return {
         "wall": wall,
         "setup": phase["setup"],
         "turns": wall - phase["setup"],
-        "turns_cpu": _cpu_s(pid) - phase["cpu"],
+        "turns_cpu": turns_cpu,
         "latencies": latencies,
         "ends": ends,
     }
 
 
-def run(sessions: int = SESSIONS, connections: int = CONNECTIONS) -> dict[str, Any]:
+def run(sessions: int = SESSIONS, connections: int = CONNECTIONS, *, steps: bool = False) -> dict[str, Any]:
+    """One run on a daemon of its own; ``steps``: the daemon also counts its task steps
+    during the turns (an instrument called at every step: its CPU and latencies are not
+    the others'), returned by task name as ``steps``."""
     with tempfile.TemporaryDirectory(prefix="abd") as tmp:
         root = Path(tmp)
         (root / "ws").mkdir()
@@ -235,6 +280,9 @@ def run(sessions: int = SESSIONS, connections: int = CONNECTIONS) -> dict[str, A
             "HOME": str(root / "home"),
             "GEMINI_CLI_HOME": str(root / "home"),
         }
+        steps_file = root / "steps.json"
+        if steps:
+            env["AGENTBUS_BENCH_STEPS"] = str(steps_file)
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.bench.bench_daemon", "--serve", str(root / "run"), str(root / "data")],
             env=env,
@@ -245,8 +293,15 @@ def run(sessions: int = SESSIONS, connections: int = CONNECTIONS) -> dict[str, A
         try:
             assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
             idle_rss, _ = _rss_kb(proc.pid)
-            result = trio.run(_clients, root / "run", root / "ws", script, sessions, connections, proc.pid)
+            mark = (lambda: os.kill(proc.pid, signal.SIGUSR2)) if steps else None
+            result = trio.run(
+                partial(_clients, root / "run", root / "ws", script, sessions, connections, proc.pid, mark=mark)
+            )
             rss, peak = _rss_kb(proc.pid)
+            deadline = time.monotonic() + 10
+            while steps and not steps_file.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)  # the daemon writes them at the second signal
+            counted = json.loads(steps_file.read_text()) if steps else None
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -265,6 +320,7 @@ def run(sessions: int = SESSIONS, connections: int = CONNECTIONS) -> dict[str, A
         "rss_mb": rss / 1024,
         "peak_rss_mb": peak / 1024,
         "ends": result["ends"],
+        "steps": counted,
     }
 
 
@@ -340,6 +396,19 @@ def bench_daemon(sessions: int = SESSIONS, connections: int = CONNECTIONS) -> No
         per_event,
         "ms",
         target=f"every session's chunks come at once: the last of {sessions} waits ~{sessions * per_event:.0f} ms of CPU",
+    )
+    counted = run(sessions, connections, steps=True)
+    by_task: dict[str, int] = {}
+    for name, n in counted["steps"].items():
+        short = ".".join(name.replace(".<locals>", "").rsplit(".", 2)[-2:])  # class (or function) and method
+        by_task[short] = by_task.get(short, 0) + n
+    chunks = max(1, counted["events"])
+    top = sorted(by_task.items(), key=lambda item: -item[1])[:6]
+    record(
+        "daemon: task steps (wake-ups) per streamed chunk, all tasks",
+        sum(by_task.values()) / chunks,
+        "steps",
+        target="; ".join(f"{name} {n / chunks:.1f}" for name, n in top) + "; one more run, with a trio instrument",
     )
     hop, trip = floors()
     record("floor: one trio memory-channel hop", hop * 1e6, "us")
