@@ -25,7 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         reuse_compiled_methods()
         answer_pthread_lookup()
     try:
-        status = _dispatch(args)
+        status = _dispatch(args, own_process=argv is None)
     except BaseException as exc:
         from actors.host.errors import exit_status
 
@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
-def _dispatch(args: list[str]) -> int:
+def _dispatch(args: list[str], *, own_process: bool = False) -> int:
     if args and args[0] == "replay":
         from actors.frontends.replay import main as replay_main
 
@@ -106,6 +106,8 @@ def _dispatch(args: list[str]) -> int:
     from actors.host.settings import workspace_settings
 
     _loaded()
+    if own_process:
+        reuse_parsed_policies()
     try:
         settings = workspace_settings()  # like Gemini CLI: before the flags are read
     except FatalError as exc:
@@ -137,6 +139,22 @@ def answer_pthread_lookup() -> bool:
     from actors.frontends._pthread_lookup import answer_pthread_lookup as answer
 
     return answer()
+
+
+def reuse_parsed_policies() -> bool:
+    """A process of its own: policy files parsed by earlier runs come from a cache beside
+    the compiled methods' (``actors.scheduler._policy_cache``)."""
+    import os
+    from importlib.util import MAGIC_NUMBER
+
+    from actors.frontends._compiled_methods import cache_path
+    from actors.scheduler import reuse_parsed_policies as reuse
+
+    methods = cache_path()
+    if methods is None:
+        return False
+    reuse(os.path.join(os.path.dirname(methods), f"policies-{MAGIC_NUMBER.hex()}.marshal"))
+    return True
 
 
 _collecting_after_imports = False

@@ -15,15 +15,22 @@ from ._logic import (
 
 if TYPE_CHECKING:
     from ._policy import PolicyEngine
+    from ._policy_cache import reuse_parsed_policies
     from ._policy_rules import PolicyFileError
 
 __getattr__ = lazy_exports(
-    __name__, {"PolicyEngine": "._policy", "PolicyFileError": "._policy_rules"}
+    __name__,
+    {
+        "PolicyEngine": "._policy",
+        "PolicyFileError": "._policy_rules",
+        "reuse_parsed_policies": "._policy_cache",
+    },
 )
 
 __all__ = [
     "PolicyEngine",
     "PolicyFileError",
+    "reuse_parsed_policies",
     "cancelled_response_parts",
     "DENIED_BY_POLICY",
     "PolicyLike",

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from actors.common import compile_js_regex
 
+from . import _policy_cache
 from ._policy_args import build_args_patterns, is_safe_regexp
 from ._policy_messages import levenshtein, tool_suggestion
 from ._policy_rules import (
@@ -200,11 +201,15 @@ def load_policy_file(
     )
     cached = _PARSED_POLICY_FILES.get(key)
     if cached is None:
+        cached = _policy_cache.lookup(key)
+    if cached is None:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise PolicyFileError(path, 1, f"cannot read policy file: {exc}") from exc
         cached = _parse_policy_text(text, path, tier=tier, known_tools=known_tools)
+        _policy_cache.store(key, cached)
+    if key not in _PARSED_POLICY_FILES:
         if len(_PARSED_POLICY_FILES) >= _PARSED_POLICY_FILES_MAX:
             del _PARSED_POLICY_FILES[next(iter(_PARSED_POLICY_FILES))]
         _PARSED_POLICY_FILES[key] = cached

@@ -64,6 +64,7 @@ def phases() -> dict[str, float]:
     gc.freeze()  # then on again, what the imports made frozen out of its passes
     gc.enable()
     stamp("imports")
+    actors.frontends.reuse_parsed_policies()  # as `agentbus` does before the settings
     settings = workspace_settings()
     stamp("settings")
     args = parse_headless(["-p", "hi", "-m", "gemini-2.5-flash", "--fake-responses", str(FIXTURE), "-o", "json"])

@@ -1,0 +1,143 @@
+"""Parsed policy files, kept on disk for the next process (a cache).
+
+Every session starts with the default policies (seven TOML files, some sixty rules) and
+the user's. A ``-p hi`` run's policy took 3.6 ms of CPU reading and parsing them,
+checking Gemini CLI's schema and the tool names, and compiling their regexes; from this
+cache 2.0 ms, most of it the regexes, which it cannot keep compiled (median of five
+processes each). ``reuse_parsed_policies`` makes ``load_policy_file`` look a file up here
+before it parses it:
+
+- an entry is found by everything the parse depends on: the file (path, device, inode,
+  modification and change times, size), its tier, the names of the known tools, and the
+  parser itself (size and modification time of the modules that parse: a changed parser
+  parses afresh);
+- an entry holds the rules' fields (a regex as its source, compiled again when read) and
+  the warnings; a file whose rules hold something else (a TOML date) is not kept;
+- the file is named after the interpreter's bytecode, like ``__pycache__`` files, lives
+  beside the compiled-methods cache (``$XDG_CACHE_HOME/agentbus``), and is written aside
+  and moved into place when a process parsed a file it did not hold; one that cannot be
+  read or written is as good as none.
+
+The entry point turns it on for a process of its own (``actors.frontends.main``).
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from actors.common import compile_js_regex
+
+from ._policy_rules import Rule
+
+Parsed = tuple[list[Rule], list[str]]
+
+_FIELDS = tuple(f.name for f in attrs.fields(Rule) if f.name != "args_pattern")
+_PARSER = (
+    "_policy_files.py",
+    "_policy_args.py",
+    "_policy_rules.py",
+    "_policy_messages.py",
+    "_policy_cache.py",
+    "../common/_regex.py",
+)
+MAX_ENTRIES = 64
+"""Above this many files, the oldest entries go (policy files edited again and again)."""
+
+_path: str | None = None
+_stored: dict[str, Any] | None = None
+
+
+def reuse_parsed_policies(path: str) -> None:
+    """Look policy files up in the cache at ``path`` from now on."""
+    global _path, _stored
+    _path, _stored = path, None
+
+
+def lookup(key: tuple[Any, ...]) -> Parsed | None:
+    if _path is None:
+        return None
+    entry = _entries().get(_key_text(key))
+    if entry is None:
+        return None
+    try:
+        rules = [_rule(fields) for fields in entry[0]]
+        return rules, list(entry[1])
+    except Exception:  # noqa: BLE001 - an entry of another shape is as good as none
+        return None
+
+
+def store(key: tuple[Any, ...], parsed: Parsed) -> None:
+    if _path is None:
+        return
+    rules, warnings = parsed
+    try:
+        entry = ([tuple(getattr(r, name) for name in _FIELDS) for r in rules], list(warnings))
+        marshal.dumps(entry)
+    except ValueError:  # a value marshal does not hold (a TOML date): not kept
+        return
+    entries = _entries()
+    entries[_key_text(key)] = entry
+    while len(entries) > MAX_ENTRIES + 1:  # + the parser's stamp, which stays first
+        del entries[next(k for k in entries if k != "parser")]
+    aside = f"{_path}.{os.getpid()}"
+    try:
+        os.makedirs(os.path.dirname(_path), exist_ok=True)
+        with open(aside, "wb") as f:
+            marshal.dump(entries, f)
+        os.replace(aside, _path)
+    except OSError:
+        try:
+            os.unlink(aside)
+        except OSError:
+            pass
+
+
+def _entries() -> dict[str, Any]:
+    global _stored
+    if _stored is None:
+        _stored = {}
+        if _path is not None:
+            try:
+                with open(_path, "rb") as f:
+                    loaded = marshal.load(f)
+            except (OSError, EOFError, ValueError, TypeError):
+                loaded = None
+            if isinstance(loaded, dict) and loaded.get("parser") == _parser_stamp():
+                _stored = loaded
+            else:
+                _stored = {"parser": _parser_stamp()}
+    return _stored
+
+
+def _key_text(key: tuple[Any, ...]) -> str:
+    return repr(key)
+
+
+def _rule(fields: Sequence[Any]) -> Rule:
+    values = dict(zip(_FIELDS, fields, strict=True))
+    source = values["args_pattern_source"]
+    for name in ("modes", "tool_annotations"):
+        if values[name] is not None:
+            values[name] = tuple(values[name])
+    if values["tool_annotations"] is not None:
+        values["tool_annotations"] = tuple(tuple(pair) for pair in values["tool_annotations"])
+    return Rule(**values, args_pattern=compile_js_regex(source) if source is not None else None)
+
+
+def _parser_stamp() -> tuple[Any, ...]:
+    here = Path(__file__).parent
+    stamp: list[Any] = [sys.version]
+    for name in _PARSER:
+        try:
+            info = os.stat(here / name)
+        except OSError:
+            return ()
+        stamp += [info.st_mtime_ns, info.st_size]
+    return tuple(stamp)
