@@ -339,13 +339,17 @@ class RequestBuilder:
 
 class RequestForms:
     """The request form of each content (ids stripped; signed in the active loop),
-    made once per content object; merged same-role runs likewise."""
+    made once per content object; merged same-role runs likewise. A content the form
+    would not change (no prefixed call id, no call to sign: every text turn) is its own
+    form, neither copied nor kept here: a long session's contents are held once."""
 
     def __init__(self) -> None:
         self._forms: dict[tuple[int, bool], tuple[Any, Any]] = {}
         self._merged: dict[tuple[int, ...], tuple[tuple[Any, ...], Any]] = {}
 
     def form(self, content: Any, *, signed: bool) -> Any:
+        if not _form_changes(content, signed):
+            return content
         key = (id(content), signed)
         hit = self._forms.get(key)
         if hit is not None and hit[0] is content:
@@ -379,6 +383,24 @@ class RequestForms:
         live = {id(c) for c in contents}
         self._forms = {k: v for k, v in self._forms.items() if k[0] in live}
         self._merged = {k: v for k, v in self._merged.items() if all(i in live for i in k)}
+
+
+def _form_changes(content: Any, signed: bool) -> bool:
+    """Whether ``_strip_ids`` (and ``_sign`` when ``signed``) would change ``content``,
+    read as it is (frozen), without a copy."""
+    parts = content.get("parts") or ()
+    for part in parts:
+        for key in ("functionCall", "functionResponse"):
+            inner = part.get(key)
+            if isinstance(inner, Mapping) and isinstance(inner.get("id"), str):
+                name = str(inner.get("name") or "").strip() or "generic_tool"
+                if inner["id"] != _strip_prefix(inner["id"], name):
+                    return True
+    if signed:
+        for part in parts:
+            if "functionCall" in part:
+                return not part.get("thoughtSignature")
+    return False
 
 
 def _strip_ids(content: dict[str, Any]) -> None:

@@ -152,3 +152,33 @@ async def test_every_request_carries_the_config_object_it_was_built_with(
     mains = run.requests("main")
     assert len(mains) == 2
     assert all(r.config is built for r in mains)
+
+
+def test_a_text_conversation_is_held_once_however_long() -> None:
+    """A content the request form would not change (a text turn) goes into the request
+    as itself: the builder keeps no copy of it, so a long idle session's memory is its
+    history, not its history twice (#20)."""
+    builder = RequestBuilder()
+    history: list[Any] = []
+    for i in range(300):
+        prompt = user_content([{"text": f"turn {i}"}])
+        contents = request_contents(history, prompt, builder)
+        assert all(a is b for a, b in zip(contents, [*history, prompt], strict=True))
+        history += [prompt, freeze({"role": "model", "parts": [{"text": f"answer {i}"}]})]
+    assert builder.forms.size() == 0
+
+
+def test_only_the_contents_a_form_changes_are_kept() -> None:
+    """A tool loop's call (signed) and answer (id prefix stripped) have forms of their own;
+    a call already signed, with an id of no prefix, is its own form in the loop too."""
+    builder = RequestBuilder()
+    prompt = user_content([{"text": "read it"}])
+    call = {"name": "read_file", "args": {}, "id": "c1"}
+    signed = freeze({"role": "model", "parts": [{"functionCall": call, "thoughtSignature": "s"}]})
+    answer = freeze({"role": "user", "parts": [{"functionResponse": {**call, "response": {}}}]})
+    contents = request_contents([prompt, signed], answer, builder)
+    assert [c is h for c, h in zip(contents, [prompt, signed, answer], strict=True)] == [True, True, True]
+    call2, answer2 = _call(2)
+    contents = request_contents([prompt, signed, answer, call2], answer2, builder)
+    assert contents[3] is not call2 and contents[4] is not answer2
+    assert builder.forms.size() == 2
