@@ -8,7 +8,6 @@ doubtful tool names and unsafe regexes are warnings. The only I/O of the policy 
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -228,6 +227,8 @@ _PARSED_POLICY_FILES_MAX = 256
 def _parse_policy_text(
     text: str, path: Path, *, tier: int, known_tools: Collection[str]
 ) -> tuple[list[Rule], list[str]]:
+    import tomllib  # here: a run whose policy files all come from the cache never needs it
+
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

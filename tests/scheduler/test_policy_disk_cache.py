@@ -134,6 +134,7 @@ def test_a_cache_that_cannot_be_read_or_written_is_as_good_as_none(
 
 
 def test_a_headless_run_of_its_own_keeps_its_parsed_policies(tmp_path: Path) -> None:
+    """... and the next one reads them from the cache: no TOML parser imported."""
     hi = ROOT / "scenarios" / "bench" / "hi.responses"
     args = ["-p", "hi", "-m", "gemini-2.5-flash", "--fake-responses", str(hi)]
     env = {
@@ -152,3 +153,14 @@ def test_a_headless_run_of_its_own_keeps_its_parsed_policies(tmp_path: Path) -> 
         # Called with arguments (tests, embedding): no cache; a process of its own: one.
         kept = list((tmp_path / "cache" / "agentbus").glob("policies-*.marshal"))
         assert len(kept) == (0 if "main(" in code and "main()" not in code else 1)
+    tells = (
+        "import sys\n"
+        "import actors.frontends._exit as leaving\n"
+        "leaving.exit_without_teardown = lambda status: print('tomllib' in sys.modules)\n"
+        "from actors.frontends import main\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", tells, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.splitlines()[-1] == "False", done.stderr
