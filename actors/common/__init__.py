@@ -14,7 +14,7 @@ gets from Node and its npm packages, so every actor computes them the same way:
 - ``_regex``: JavaScript regular expressions on Python's ``re``, with V8's errors.
 - ``_model_json``: a model's JSON answer, fenced or not (the side requests' checks).
 - ``_env``: which environment variables a child process may see (shell, MCP servers).
-- ``_lazy``: a package's public names imported on first use.
+- ``_lazy``: a package's public names imported on first use; patterns compiled on first use.
 - ``_shell``: shell syntax — shell-quote's ``parse`` and ``quote``, Gemini's
   ``stripShellWrapper`` and ``escapeShellArg``.
 - ``_shell_quote``: the npm ``shell-quote`` package's ``parse``, ported (Gemini reads
@@ -31,7 +31,7 @@ the design card keeps the top level to ``actors/``, ``bus/``, ``tests/``, ``scen
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_exports
+from ._lazy import LazyPattern, lazy_exports
 
 if TYPE_CHECKING:
     from ._ansi import strip_ansi
@@ -190,6 +190,7 @@ __all__ = [
     "parse_command_details",
     "split_commands",
     "lazy_exports",
+    "LazyPattern",
     "JS_WHITESPACE",
     "JsRegexError",
     "RETRYABLE_NETWORK_CODES",

@@ -8,9 +8,9 @@ only, as JavaScript's ``\d``).
 
 from __future__ import annotations
 
-import re
+from ._lazy import LazyPattern
 
-_ANSI = re.compile(
+_ANSI = LazyPattern(
     r"(?:\x1b\][\s\S]*?(?:\x07|\x1b\\|\x9c))"
     r"|[\x1b\x9b][\[\]()#;?]*(?:[0-9]{1,4}(?:[;:][0-9]{0,4})*)?[0-9A-PR-TZcf-nq-uy=><~]"
 )

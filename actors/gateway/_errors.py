@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from actors.common import is_network_retryable
+from actors.common import LazyPattern, is_network_retryable
 
 from ._backend import BackendError
 
@@ -42,9 +42,9 @@ CLOUDCODE_DOMAINS = frozenset(
     {"cloudcode-pa.googleapis.com", "staging-cloudcode-pa.googleapis.com", "autopush-cloudcode-pa.googleapis.com"}
 )
 QUOTA_STATUSES = frozenset({429, 499, 503})
-_LIMIT_ZERO = re.compile(r"limit:\s*0(?!\d|\.\d)")
-_PLEASE_RETRY = re.compile(r"Please retry in ([0-9.]+(?:ms|s))")
-_CAPACITY = re.compile(r"exhausted your capacity|capacity exceeded|MODEL_CAPACITY_EXHAUSTED", re.I)
+_LIMIT_ZERO = LazyPattern(r"limit:\s*0(?!\d|\.\d)")
+_PLEASE_RETRY = LazyPattern(r"Please retry in ([0-9.]+(?:ms|s))")
+_CAPACITY = LazyPattern(r"exhausted your capacity|capacity exceeded|MODEL_CAPACITY_EXHAUSTED", re.I)
 CAPACITY_REASONS = frozenset({"MODEL_CAPACITY_EXHAUSTED", "MODEL_CAPACITY_EXCEEDED"})
 
 FETCH_FAILED = "fetch failed"

@@ -20,9 +20,10 @@ is the line a front end shows for a connection-layer retry.
 from __future__ import annotations
 
 import random
-import re
 
 import attrs
+
+from actors.common import LazyPattern
 
 from ._backend import BackendError
 from ._errors import is_capacity, is_retryable
@@ -132,7 +133,7 @@ class ConnectBackoff:
         return max(0.0, self.current_delay + jitter)
 
 
-_STATUS_REASON = re.compile(r"(\d{3}) ")
+_STATUS_REASON = LazyPattern(r"(\d{3}) ")
 
 
 def retry_notice(attempt: int, delay_s: float, reason: str, *, max_attempts: int | None = None) -> str:

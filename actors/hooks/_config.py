@@ -13,12 +13,13 @@ which hooks run for an event.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 from frozendict import frozendict
+
+from actors.common import LazyPattern
 
 from ._plan import Plan, PlanEntry, Planner
 
@@ -43,7 +44,7 @@ RESERVED_HOOKS_KEYS = frozenset({"enabled", "disabled", "notifications"})
 DEFAULT_TIMEOUT_MS = 60_000
 """``DEFAULT_HOOK_TIMEOUT`` (``hookRunner.ts``)."""
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_IDENTIFIER = LazyPattern(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class HookConfigError(ValueError):

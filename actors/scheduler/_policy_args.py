@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from actors.common import compile_js_regex, js_number
+from actors.common import LazyPattern, compile_js_regex, js_number
 
 _JSON_ESCAPES: Final[Mapping[str, str]] = {
     '"': '\\"',
@@ -26,7 +26,7 @@ _JSON_ESCAPES: Final[Mapping[str, str]] = {
     "\r": "\\r",
     "\t": "\\t",
 }
-_JSON_NEEDS_ESCAPE = re.compile('["\\\\\x00-\x1f\ud800-\udfff]')
+_JSON_NEEDS_ESCAPE = LazyPattern('["\\\\\x00-\x1f\ud800-\udfff]')
 
 
 def _js_string(text: str) -> str:
@@ -99,7 +99,7 @@ def stable_stringify(value: Any) -> str:
 # ---------------------------------------------------------------------------------------
 # Regexes: policy patterns are JavaScript regexes (actors.common.compile_js_regex).
 
-_NESTED_QUANTIFIER = re.compile(r"\([^)]*[*+?{].*\)[*+?{]")
+_NESTED_QUANTIFIER = LazyPattern(r"\([^)]*[*+?{].*\)[*+?{]")
 
 
 def is_safe_regexp(pattern: str) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from actors.common import compile_js_regex
+from actors.common import LazyPattern, compile_js_regex
 
 from . import _policy_cache
 from ._policy_args import build_args_patterns, is_safe_regexp
@@ -41,14 +41,14 @@ TIER_NAMES: Final[Mapping[int, str]] = {
 }
 
 
-_RULE_HEADER = re.compile(r"^[ \t]*\[\[[ \t]*(?:rule|\"rule\"|'rule')\s*\]\]", re.MULTILINE)
-_CHECKER_HEADER = re.compile(
+_RULE_HEADER = LazyPattern(r"^[ \t]*\[\[[ \t]*(?:rule|\"rule\"|'rule')\s*\]\]", re.MULTILINE)
+_CHECKER_HEADER = LazyPattern(
     r"^[ \t]*\[\[[ \t]*(?:safety_checker|\"safety_checker\"|'safety_checker')\s*\]\]", re.MULTILINE
 )
-_TOML_LOCATION = re.compile(r"\(at line (\d+), column \d+\)|\(at end of document\)")
+_TOML_LOCATION = LazyPattern(r"\(at line (\d+), column \d+\)|\(at end of document\)")
 
 
-def _header_lines(pattern: re.Pattern[str], text: str) -> list[int]:
+def _header_lines(pattern: LazyPattern, text: str) -> list[int]:
     return [text.count("\n", 0, m.start()) + 1 for m in pattern.finditer(text)]
 
 

@@ -9,11 +9,10 @@ plus a ``*`` deny at 4.24 (not in plan mode), trusted MCP servers 4.2, ``mcp.all
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from actors.common import compile_js_regex
+from actors.common import LazyPattern, compile_js_regex
 
 from ._policy_args import build_args_patterns
 from ._policy_rules import (
@@ -48,7 +47,7 @@ def setting(mapping: Any, *keys: str) -> Any:
     return mapping
 
 
-_LEGACY_TOOL_ARGS = re.compile(r"([a-zA-Z0-9_-]+)\(([^\n\r\u2028\u2029]*)\)")
+_LEGACY_TOOL_ARGS = LazyPattern(r"([a-zA-Z0-9_-]+)\(([^\n\r\u2028\u2029]*)\)")
 
 
 def _tool_list_rules(

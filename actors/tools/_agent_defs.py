@@ -30,6 +30,8 @@ from typing import Any
 
 import attrs
 
+from actors.common import LazyPattern
+
 DEFAULT_MAX_TURNS = 30
 DEFAULT_MAX_TIME_MINUTES = 10
 DEFAULT_QUERY = "Get Started!"
@@ -37,8 +39,8 @@ GRACE_PERIOD_S = 60.0
 DEFAULT_MAX_DEPTH = 3
 """How deep subagents may nest (``agents.maxDepth``): the main session is depth 0."""
 
-NAME_PATTERN = re.compile(r"^[a-z0-9-_]+$")
-FRONTMATTER = re.compile(r"^---\r?\n([\s\S]*?)\r?\n---(?:\r?\n([\s\S]*))?")
+NAME_PATTERN = LazyPattern(r"^[a-z0-9-_]+$")
+FRONTMATTER = LazyPattern(r"^---\r?\n([\s\S]*?)\r?\n---(?:\r?\n([\s\S]*))?")
 
 _LOCAL_KEYS = {
     "kind",

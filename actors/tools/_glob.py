@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 import trio
 
-from actors.common import is_within_root, node_join, node_relative, node_resolve
+from actors.common import LazyPattern, is_within_root, node_join, node_relative, node_resolve
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv, error_result
@@ -103,8 +103,8 @@ def _split_top(body: str, opening: str = "{", closing: str = "}", sep: str = ","
     return parts
 
 
-_NUM_SEQ = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?$")
-_ALPHA_SEQ = re.compile(r"^([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?\d+))?$")
+_NUM_SEQ = LazyPattern(r"^(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?$")
+_ALPHA_SEQ = LazyPattern(r"^([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?\d+))?$")
 
 
 def _sequence(body: str) -> list[str] | None:
@@ -181,7 +181,7 @@ _POSIX_CLASSES = {
 GLOBSTAR = object()
 """A ``**`` segment."""
 
-_MAGIC = re.compile(r"[*?\[]|[!?+*@]\(")
+_MAGIC = LazyPattern(r"[*?\[]|[!?+*@]\(")
 
 
 def _parse_class(seg: str, start: int) -> tuple[str, int] | None:

@@ -41,6 +41,7 @@ import trio
 
 from actors.common import (
     JsRegexError,
+    LazyPattern,
     compile_js_regex,
     js_trim,
     js_trim_end,
@@ -59,7 +60,7 @@ from ._read_file import MAX_LINE_LENGTH_TEXT_FILE, split_lines
 DEFAULT_TOTAL_MAX_MATCHES = 100
 DEFAULT_SEARCH_TIMEOUT_MS = 30000
 _MAX_STDERR_BYTES = 20 * 1024
-_GREP_LINE = re.compile(r"^([^\n\r\u2028\u2029]+?):(\d+):([^\n\r\u2028\u2029]*)$")
+_GREP_LINE = LazyPattern(r"^([^\n\r\u2028\u2029]+?):(\d+):([^\n\r\u2028\u2029]*)$")
 
 
 @attrs.define

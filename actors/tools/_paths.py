@@ -28,6 +28,7 @@ import stat
 import urllib.parse
 
 from actors.common import (
+    LazyPattern,
     is_subpath,
     node_join,
     node_relative,
@@ -296,11 +297,11 @@ def resolve_tool_path(file_path: str, env: ToolEnv) -> str:
 _MAX_PATH_LENGTH = 4096
 _MAX_COMPONENT_LENGTH = 255
 _LOG_MARKERS = (
-    re.compile(r"(^|[/\\])AssertionError:"),
-    re.compile(r"(^|[/\\])FAIL "),
-    re.compile(r"(^|[/\\])✓ "),
-    re.compile(r"(^|[/\\])× "),
-    re.compile(r"(^|[/\\])TestingLibraryElementError:"),
+    LazyPattern(r"(^|[/\\])AssertionError:"),
+    LazyPattern(r"(^|[/\\])FAIL "),
+    LazyPattern(r"(^|[/\\])✓ "),
+    LazyPattern(r"(^|[/\\])× "),
+    LazyPattern(r"(^|[/\\])TestingLibraryElementError:"),
 )
 
 

@@ -37,6 +37,7 @@ import trio
 
 from actors.common import (
     JS_WHITESPACE,
+    LazyPattern,
     js_trim,
     js_trim_end,
     js_trim_start,
@@ -74,7 +75,7 @@ from ._write_file import (
 FUZZY_MATCH_THRESHOLD = 0.1
 WHITESPACE_PENALTY_FACTOR = 0.1
 _JS_SPACE = f"[{re.escape(JS_WHITESPACE)}]"
-_JS_LINES = re.compile(r"[^\n\r\u2028\u2029]*(?:\n|\Z)")
+_JS_LINES = LazyPattern(r"[^\n\r\u2028\u2029]*(?:\n|\Z)")
 
 # --------------------------------------------------------------------------------------
 # Replacement strategies (``calculateReplacement``)

@@ -16,13 +16,12 @@ travels in ``ToolResult.data["display"]``. State is per session and dropped by
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
-from actors.common import js_trim
+from actors.common import LazyPattern, js_trim
 from bus.messages import ToolResult
 
 from ._base import OutputSink, ToolEnv
@@ -54,7 +53,7 @@ _DESCRIPTION = (
     "`strategic_intent`."
 )
 
-_BREAKS = re.compile(r"[\r\n]+")
+_BREAKS = LazyPattern(r"[\r\n]+")
 
 
 @attrs.define
