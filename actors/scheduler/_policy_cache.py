@@ -10,7 +10,7 @@ before it parses it:
 - an entry is found by everything the parse depends on: the file (path, device, inode,
   modification and change times, size), its tier, the names of the known tools, and the
   parser itself (size and modification time of the modules that parse: a changed parser
-  parses afresh);
+  parses afresh; two installs sharing the cache keep their own entries);
 - an entry holds the rules' fields (a regex as its source, compiled again when read) and
   the warnings; a file whose rules hold something else (a TOML date) is not kept;
 - the file is named after the interpreter's bytecode, like ``__pycache__`` files, lives
@@ -52,6 +52,7 @@ MAX_ENTRIES = 64
 
 _path: str | None = None
 _stored: dict[str, Any] | None = None
+_stamp: tuple[Any, ...] = ()
 
 
 def reuse_parsed_policies(path: str) -> None:
@@ -84,8 +85,8 @@ def store(key: tuple[Any, ...], parsed: Parsed) -> None:
         return
     entries = _entries()
     entries[_key_text(key)] = entry
-    while len(entries) > MAX_ENTRIES + 1:  # + the parser's stamp, which stays first
-        del entries[next(k for k in entries if k != "parser")]
+    while len(entries) > MAX_ENTRIES:
+        del entries[next(iter(entries))]
     aside = f"{_path}.{os.getpid()}"
     try:
         os.makedirs(os.path.dirname(_path), exist_ok=True)
@@ -100,8 +101,9 @@ def store(key: tuple[Any, ...], parsed: Parsed) -> None:
 
 
 def _entries() -> dict[str, Any]:
-    global _stored
+    global _stored, _stamp
     if _stored is None:
+        _stamp = _parser_stamp()
         _stored = {}
         if _path is not None:
             try:
@@ -109,15 +111,15 @@ def _entries() -> dict[str, Any]:
                     loaded = marshal.load(f)
             except (OSError, EOFError, ValueError, TypeError):
                 loaded = None
-            if isinstance(loaded, dict) and loaded.get("parser") == _parser_stamp():
+            if isinstance(loaded, dict):
                 _stored = loaded
-            else:
-                _stored = {"parser": _parser_stamp()}
     return _stored
 
 
 def _key_text(key: tuple[Any, ...]) -> str:
-    return repr(key)
+    # The parser's stamp in each key: two installs sharing the cache keep their entries.
+    _entries()
+    return repr((_stamp, key))
 
 
 def _rule(fields: Sequence[Any]) -> Rule:

@@ -101,6 +101,19 @@ def test_a_changed_file_or_parser_is_parsed_afresh(
     assert len(parsed) == 3
 
 
+def test_two_installs_sharing_the_cache_keep_their_entries(
+    tmp_path: Path, cache: tuple[Path, list[Path]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, parsed = cache
+    policy = tmp_path / "p.toml"
+    policy.write_text(POLICY)
+    for install in ("one", "two", "one", "two"):
+        new_process()
+        monkeypatch.setattr(_policy_cache, "_parser_stamp", lambda install=install: (install,))
+        load_policy_file(policy, tier=4)
+    assert len(parsed) == 2
+
+
 def test_rules_marshal_cannot_hold_are_parsed_each_time(
     tmp_path: Path, cache: tuple[Path, list[Path]]
 ) -> None:
