@@ -15,6 +15,7 @@ gets from Node and its npm packages, so every actor computes them the same way:
 - ``_model_json``: a model's JSON answer, fenced or not (the side requests' checks).
 - ``_env``: which environment variables a child process may see (shell, MCP servers).
 - ``_lazy``: a package's public names imported on first use; patterns compiled on first use.
+- ``_cache_files``: a cache file read whole and written aside (``$XDG_CACHE_HOME/agentbus``).
 - ``_shell``: shell syntax — shell-quote's ``parse`` and ``quote``, Gemini's
   ``stripShellWrapper`` and ``escapeShellArg``.
 - ``_shell_quote``: the npm ``shell-quote`` package's ``parse``, ported (Gemini reads
@@ -31,6 +32,7 @@ the design card keeps the top level to ``actors/``, ``bus/``, ``tests/``, ``scen
 
 from typing import TYPE_CHECKING
 
+from ._cache_files import read_cache_file, write_cache_file
 from ._lazy import LazyPattern, lazy_exports
 
 if TYPE_CHECKING:
@@ -191,6 +193,8 @@ __all__ = [
     "split_commands",
     "lazy_exports",
     "LazyPattern",
+    "read_cache_file",
+    "write_cache_file",
     "JS_WHITESPACE",
     "JsRegexError",
     "RETRYABLE_NETWORK_CODES",

@@ -39,8 +39,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None and not (args and args[0] in SUBCOMMANDS):
         # A headless run of its own is done: the process goes without taking itself
         # apart (``actors.frontends._exit``).
-        from actors.frontends._exit import exit_without_teardown
-
         exit_without_teardown(status)
     return status
 
@@ -139,6 +137,14 @@ def answer_pthread_lookup() -> bool:
     from actors.frontends._pthread_lookup import answer_pthread_lookup as answer
 
     return answer()
+
+
+def exit_without_teardown(status: int) -> None:
+    """A finished run of its own leaves with ``os._exit`` after what an ordinary exit
+    shows, when nothing else is due (``actors.frontends._exit``)."""
+    from actors.frontends._exit import exit_without_teardown as leave
+
+    leave(status)
 
 
 def reuse_parsed_policies() -> bool:

@@ -166,14 +166,7 @@ def _read(path: str) -> dict[str, Entry]:
 
 
 def _write(path: str, entries: dict[str, Entry]) -> None:
-    aside = f"{path}.{os.getpid()}"
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(aside, "wb") as f:
-            marshal.dump(entries, f)
-        os.replace(aside, path)
-    except OSError:
-        try:
-            os.unlink(aside)
-        except OSError:
-            pass
+    # Imported here, at exit: at start-up this module runs before any package is imported.
+    from actors.common import write_cache_file
+
+    write_cache_file(path, entries)

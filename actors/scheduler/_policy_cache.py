@@ -32,7 +32,7 @@ from typing import Any
 
 import attrs
 
-from actors.common import compile_js_regex
+from actors.common import compile_js_regex, read_cache_file, write_cache_file
 
 from ._policy_rules import Rule
 
@@ -87,17 +87,7 @@ def store(key: tuple[Any, ...], parsed: Parsed) -> None:
     entries[_key_text(key)] = entry
     while len(entries) > MAX_ENTRIES:
         del entries[next(iter(entries))]
-    aside = f"{_path}.{os.getpid()}"
-    try:
-        os.makedirs(os.path.dirname(_path), exist_ok=True)
-        with open(aside, "wb") as f:
-            marshal.dump(entries, f)
-        os.replace(aside, _path)
-    except OSError:
-        try:
-            os.unlink(aside)
-        except OSError:
-            pass
+    write_cache_file(_path, entries)
 
 
 def _entries() -> dict[str, Any]:
@@ -105,14 +95,9 @@ def _entries() -> dict[str, Any]:
     if _stored is None:
         _stamp = _parser_stamp()
         _stored = {}
-        if _path is not None:
-            try:
-                with open(_path, "rb") as f:
-                    loaded = marshal.load(f)
-            except (OSError, EOFError, ValueError, TypeError):
-                loaded = None
-            if isinstance(loaded, dict):
-                _stored = loaded
+        loaded = read_cache_file(_path) if _path is not None else None
+        if isinstance(loaded, dict):
+            _stored = loaded
     return _stored
 
 

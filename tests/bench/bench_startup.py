@@ -192,7 +192,7 @@ BENCHMARKS = [bench_startup]
 if __name__ == "__main__":
     if sys.argv[1:] == ["--phases"]:
         print(json.dumps(phases()))
-        from actors.frontends._exit import exit_without_teardown
+        from actors.frontends import exit_without_teardown
 
         exit_without_teardown(0)  # as `agentbus` leaves after a headless run
         sys.exit(0)
