@@ -55,6 +55,12 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[P
     return path, parsed
 
 
+def policy_file(tmp_path: Path, text: str = POLICY) -> Path:
+    policy = tmp_path / "p.toml"
+    policy.write_text(text)
+    return policy
+
+
 def new_process() -> None:
     _policy_files._PARSED_POLICY_FILES.clear()
     _policy_cache._stored = None
@@ -64,8 +70,7 @@ def test_the_next_process_gets_what_a_parse_gives_without_parsing(
     tmp_path: Path, cache: tuple[Path, list[Path]]
 ) -> None:
     path, parsed = cache
-    policy = tmp_path / "p.toml"
-    policy.write_text(POLICY)
+    policy = policy_file(tmp_path)
     first = load_policy_file(policy, tier=4, known_tools=("read_file",))
     assert path.exists() and parsed == [policy]
     new_process()
@@ -88,8 +93,7 @@ def test_a_changed_file_or_parser_is_parsed_afresh(
     tmp_path: Path, cache: tuple[Path, list[Path]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, parsed = cache
-    policy = tmp_path / "p.toml"
-    policy.write_text(POLICY)
+    policy = policy_file(tmp_path)
     load_policy_file(policy, tier=4)
     policy.write_text(POLICY.replace('decision = "deny"', 'decision = "ask_user"'))
     new_process()
@@ -105,8 +109,7 @@ def test_two_installs_sharing_the_cache_keep_their_entries(
     tmp_path: Path, cache: tuple[Path, list[Path]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, parsed = cache
-    policy = tmp_path / "p.toml"
-    policy.write_text(POLICY)
+    policy = policy_file(tmp_path)
     for install in ("one", "two", "one", "two"):
         new_process()
         monkeypatch.setattr(_policy_cache, "_parser_stamp", lambda install=install: (install,))
@@ -118,8 +121,7 @@ def test_rules_marshal_cannot_hold_are_parsed_each_time(
     tmp_path: Path, cache: tuple[Path, list[Path]]
 ) -> None:
     _, parsed = cache
-    policy = tmp_path / "p.toml"
-    policy.write_text(POLICY.replace("readOnlyHint = true", "since = 2026-01-01"))
+    policy = policy_file(tmp_path, POLICY.replace("readOnlyHint = true", "since = 2026-01-01"))
     first = load_policy_file(policy, tier=4)
     new_process()
     assert load_policy_file(policy, tier=4) == first
@@ -130,8 +132,7 @@ def test_a_cache_that_cannot_be_read_or_written_is_as_good_as_none(
     tmp_path: Path, cache: tuple[Path, list[Path]]
 ) -> None:
     path, parsed = cache
-    policy = tmp_path / "p.toml"
-    policy.write_text(POLICY)
+    policy = policy_file(tmp_path)
     path.parent.mkdir()
     path.write_bytes(b"\x00not marshal data")
     first = load_policy_file(policy, tier=4)
