@@ -62,7 +62,7 @@ def reuse_parsed_policies(path: str) -> None:
 
 
 def lookup(key: tuple[Any, ...]) -> Parsed | None:
-    if _path is None:
+    if _path is None or not _entries_stamped():
         return None
     entry = _entries().get(_key_text(key))
     if entry is None:
@@ -75,7 +75,7 @@ def lookup(key: tuple[Any, ...]) -> Parsed | None:
 
 
 def store(key: tuple[Any, ...], parsed: Parsed) -> None:
-    if _path is None:
+    if _path is None or not _entries_stamped():
         return
     rules, warnings = parsed
     try:
@@ -101,6 +101,13 @@ def _entries() -> dict[str, Any]:
     return _stored
 
 
+def _entries_stamped() -> bool:
+    """The parser could be stamped (its source files are there): without a stamp, a
+    changed parser could not be told from this one, so nothing is looked up or kept."""
+    _entries()
+    return bool(_stamp)
+
+
 def _key_text(key: tuple[Any, ...]) -> str:
     # The parser's stamp in each key: two installs sharing the cache keep their entries.
     _entries()
@@ -119,6 +126,8 @@ def _rule(fields: Sequence[Any]) -> Rule:
 
 
 def _parser_stamp() -> tuple[Any, ...]:
+    """The interpreter and the parser's source files (modification time, size); ``()``
+    when one of them is not there (an install without sources)."""
     here = Path(__file__).parent
     stamp: list[Any] = [sys.version]
     for name in _PARSER:

@@ -105,6 +105,18 @@ def test_a_changed_file_or_parser_is_parsed_afresh(
     assert len(parsed) == 3
 
 
+def test_a_parser_without_its_sources_caches_nothing(
+    tmp_path: Path, cache: tuple[Path, list[Path]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, parsed = cache
+    monkeypatch.setattr(_policy_cache, "_parser_stamp", lambda: ())
+    policy = policy_file(tmp_path)
+    for _ in range(2):
+        new_process()
+        load_policy_file(policy, tier=4)
+    assert len(parsed) == 2 and not path.exists()
+
+
 def test_two_installs_sharing_the_cache_keep_their_entries(
     tmp_path: Path, cache: tuple[Path, list[Path]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
