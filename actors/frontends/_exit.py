@@ -40,6 +40,6 @@ def exit_without_teardown(status: int) -> None:
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:
                 stream.flush()
-    except (OSError, ValueError):
+    except Exception:  # noqa: BLE001 - the ordinary exit reports it, as it always does
         return
     os._exit(status)
