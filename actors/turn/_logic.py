@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
+from frozendict import frozendict
 
 from bus.json_values import FrozenTuple, freeze, thaw
 
@@ -330,6 +331,10 @@ class RequestBuilder:
             self.forms.form(c, signed=i >= start and c.get("role") == "model")
             for i, c in enumerate(self._closed[low:high], start=low)
         ]
+        if start > old:
+            # The loop ended before these: their signed forms are not sent again.
+            for c in self._closed[low:high]:
+                self.forms.drop(c, signed=True)
         self._forms = FrozenTuple(self._forms[:low] + tuple(redone) + self._forms[high:])
 
     def _restart(self) -> None:
@@ -354,13 +359,23 @@ class RequestForms:
         hit = self._forms.get(key)
         if hit is not None and hit[0] is content:
             return hit[1]
-        plain = thaw(content)
-        _strip_ids(plain)
-        if signed:
-            _sign(plain)
-        made = freeze(plain)
+        if isinstance(content, frozendict):
+            made = _changed_form(content, signed)
+        else:
+            plain = thaw(content)
+            _strip_ids(plain)
+            if signed:
+                _sign(plain)
+            made = freeze(plain)
         self._forms[key] = (content, made)
         return made
+
+    def drop(self, content: Any, *, signed: bool) -> None:
+        """Forget one form of ``content`` (a signed one the active loop left behind)."""
+        key = (id(content), signed)
+        hit = self._forms.get(key)
+        if hit is not None and hit[0] is content:
+            del self._forms[key]
 
     def merged(self, group: Sequence[Any]) -> Any:
         key = tuple(id(c) for c in group)
@@ -401,6 +416,29 @@ def _form_changes(content: Any, signed: bool) -> bool:
             if "functionCall" in part:
                 return not part.get("thoughtSignature")
     return False
+
+
+def _changed_form(content: Any, signed: bool) -> Any:
+    """``_strip_ids`` and ``_sign`` applied to a frozen content, as a frozen content
+    that shares with it every value they leave as it is (a tool's output is not copied):
+    the same JSON, in the same key order, as thawing, changing and freezing it again."""
+    parts = list(content.get("parts") or ())
+    for j, part in enumerate(parts):
+        for key in ("functionCall", "functionResponse"):
+            inner = part.get(key)
+            if isinstance(inner, Mapping) and isinstance(inner.get("id"), str):
+                name = str(inner.get("name") or "").strip() or "generic_tool"
+                stripped = _strip_prefix(inner["id"], name)
+                if stripped != inner["id"]:
+                    part = frozendict({**part, key: frozendict({**inner, "id": stripped})})
+        parts[j] = part
+    if signed:
+        for j, part in enumerate(parts):
+            if "functionCall" in part:
+                if not part.get("thoughtSignature"):
+                    parts[j] = frozendict({**part, "thoughtSignature": SYNTHETIC_THOUGHT_SIGNATURE})
+                break
+    return frozendict({**content, "parts": tuple(parts)})
 
 
 def _strip_ids(content: dict[str, Any]) -> None:

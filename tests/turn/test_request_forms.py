@@ -15,13 +15,14 @@ from hypothesis import strategies as st
 from actors.turn._logic import (
     INTERRUPTED_TURN,
     RequestBuilder,
+    _changed_form,
     _sign,
     _strip_ids,
     is_function_response,
     request_contents,
     user_content,
 )
-from bus.json_values import FrozenTuple, freeze, thaw
+from bus.json_values import FrozenTuple, dumps, freeze, thaw
 from tests.turn._session import run_session, stream, text_chunk
 
 
@@ -182,3 +183,42 @@ def test_only_the_contents_a_form_changes_are_kept() -> None:
     contents = request_contents([prompt, signed, answer, call2], answer2, builder)
     assert contents[3] is not call2 and contents[4] is not answer2
     assert builder.forms.size() == 2
+
+
+@given(contents(), st.booleans())
+def test_a_changed_form_is_the_content_thawed_changed_and_frozen(content: Any, signed: bool) -> None:
+    """Made without a copy, and the same JSON in the same key order as the plain way."""
+    plain = thaw(content)
+    _strip_ids(plain)
+    if signed:
+        _sign(plain)
+    assert dumps(_changed_form(content, signed)) == dumps(plain)
+
+
+def test_a_form_shares_what_it_does_not_change() -> None:
+    """A tool's output is in the history once: the request form of its answer (the call
+    id's prefix stripped) holds the same response object (#20)."""
+    call = {"name": "read_file", "args": {"file_path": "f"}, "id": "read_file__1"}
+    answer = freeze({"role": "user", "parts": [{"functionResponse": {**call, "response": {"output": "text"}}}]})
+    form = RequestBuilder().forms.form(answer, signed=False)
+    assert thaw(form)["parts"][0]["functionResponse"]["id"] == "1"
+    assert form["parts"][0]["functionResponse"]["response"] is answer["parts"][0]["functionResponse"]["response"]
+
+
+def test_a_loop_that_ended_leaves_no_signed_forms() -> None:
+    """The synthetic signature goes only on the active loop's calls: once a new prompt
+    moves the loop on, the signed forms of the old calls are not kept (#20)."""
+    builder = RequestBuilder()
+    history: list[Any] = []
+    for loop in range(20):
+        prompt = user_content([{"text": f"prompt {loop}"}])
+        request_contents(history, prompt, builder)
+        history.append(prompt)
+        for i in range(3):
+            call, answer = _call(loop * 3 + i)
+            history.append(call)
+            request_contents(history, answer, builder)
+            history.append(answer)
+        history.append(freeze({"role": "model", "parts": [{"text": "done"}]}))
+    signed = [key for key in builder.forms._forms if key[1]]
+    assert len(signed) == 3  # the last loop's calls
