@@ -30,6 +30,11 @@ observer, whenever it subscribed). It must not block; it says
 whether the message is also handed to the subscription (to be held, when ``holds``
 names its type). The recorder writes its lines this way: no task switch a message, and
 nobody can see a message before its line is written.
+
+An actor may *answer* some requests in their sender's task (``Bus.answer``): when it is
+idle, a request it can answer at once is answered there and the reply delivered, with
+no task switch; the recording shows the request and its reply as it would have. The
+loop detector answers the turn's checks of each chunk this way.
 """
 
 from __future__ import annotations
@@ -46,6 +51,9 @@ from .errors import DeliveryError
 
 if TYPE_CHECKING:
     from .messages import Message  # the union: imported when first used (bus.messages)
+
+Answerer = Callable[[Envelope], "Message | None"]
+"""A request's answer, made in its sender's task, or None (``Bus.answer``)."""
 
 DEFAULT_INBOX = 256
 _RELEASED = 1 << 62
@@ -168,6 +176,10 @@ class Port:
     def close(self) -> None:
         self.bus.disconnect(self.address)
 
+    def answer(self, answerer: Answerer) -> None:
+        """Answer requests to this address in their sender's task (``Bus.answer``)."""
+        self.bus.answer(self.address, answerer)
+
 
 class Bus:
     """Routes messages between addresses, numbering each session's messages."""
@@ -176,6 +188,7 @@ class Bus:
         self._inboxes: dict[str, trio.MemorySendChannel[Envelope]] = {}
         self._sessions: dict[str, _SessionRoute] = {}
         self._global_observers: list[Subscription] = []
+        self._answerers: dict[str, Answerer] = {}
 
     # -- addresses ---------------------------------------------------------------
     def connect(self, address: str, *, capacity: int = DEFAULT_INBOX) -> Port:
@@ -187,9 +200,32 @@ class Bus:
         return Port(self, address, receive)
 
     def disconnect(self, address: str) -> None:
+        self._answerers.pop(address, None)
         send = self._inboxes.pop(address, None)
         if send is not None:
             send.close()
+
+    answers_inline = True
+    """Whether ``answer`` takes effect (a bus that orders every message itself, as a
+    replay's does, says no: its actors then answer from their inboxes)."""
+
+    def answer(self, address: str, answerer: Answerer) -> None:
+        """Let ``answerer`` answer requests to ``address`` in their sender's task.
+
+        A request (a message with a ``reply_to``) sent to ``address`` while its actor is
+        idle (waiting for its next message, none queued) is handed to ``answerer``
+        after the observers have it; a reply it returns is numbered next, observed and
+        put in ``reply_to``'s inbox, all without a yield, and the request does not go to
+        the inbox. ``None``: the request goes to the inbox as usual. The answerer does
+        what the actor would do with the request, synchronously, on the actor's own
+        state: the actor is idle, so nothing of its own runs meanwhile. The bus takes
+        the usual way whenever the two deliveries could have to wait (``reply_to``'s
+        inbox full, a ``block`` observer without room, a tap holding the request); a
+        reply must not be of a type a tap holds."""
+        if address not in self._inboxes:
+            raise DeliveryError(f"address {address!r} is not connected")
+        if self.answers_inline:
+            self._answerers[address] = answerer
 
     def is_connected(self, address: str) -> bool:
         return address in self._inboxes
@@ -278,18 +314,24 @@ class Bus:
         # every hand-over: at the lock (before the message is numbered), at the first
         # ``block`` observer unless it is a tap (the recorder, subscribed first, runs
         # before anyone else has the message: a tap here, in this task) and at the
-        # recipient's inbox (the recipient runs before the sender goes on). The other
-        # observers are handed the message without a yield unless a ``block`` one's
-        # buffer is full.
+        # recipient's inbox (the recipient runs before the sender goes on; an answered
+        # request has none). Explored sessions' replays depend on the yield at the lock
+        # (without it, replays of sessions cancelled mid-turn diverged: a message's
+        # content then depends on timing the recorded order does not fix). The other
+        # observers are handed the message without a yield unless a ``block``
+        # one's buffer is full.
         route = self._route(message.session_id)
-        async with route.lock:
+        lock = route.lock
+        await lock.acquire()
+        try:
             inbox = None
             if to is not None:
                 inbox = self._inboxes.get(to)
                 if inbox is None:
                     raise DeliveryError(f"no actor at {to!r} for {type(message).__name__}")
-            # A cancel that came while the lock yielded stops the send here, before the
-            # message is numbered: from here to the recipient's inbox nothing yields (a
+            answers = self._answerable(route, message, inbox, to)
+            # A cancel that came while the lock was awaited stops the send here, before
+            # the message is numbered: from here to the recipient's inbox nothing yields (a
             # tap does not) unless a hold or a full ``block`` observer makes it wait, so
             # a message a tap recorded is delivered too.
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -301,56 +343,26 @@ class Bus:
                 message=message,
             )
             route.next_seq += 1
-            first = True
-            name = type(message).__name__
-            observers = (*route.observers, *self._global_observers)
-            offered = 0
-            try:
-                for sub in observers:
-                    offered += 1
-                    sub.position = env.seq + 1
-                    if sub.wants is not None and not sub.wants(name):
-                        continue
-                    if first and sub.tap is not None:
-                        # In this task, without a yield: see the module doc.
-                        first = False
-                        if not sub.tap(env):
-                            continue
-                        if sub.holds is not None and sub.holds(name):
-                            route.held = env.seq
-                            try:
-                                sub._hand(env)
-                                with trio.CancelScope(shield=True):
-                                    await sub._held(env.seq)
-                            finally:
-                                route.held = None
-                        else:
-                            sub._hand(env)
-                        continue
-                    if (first and sub.policy == "block") or not sub._hand(env):
-                        if first and sub.holds is not None and sub.holds(name):
-                            # Held from before the observer has it to after it let go
-                            # (an fsync: not cut short, so a cancel loses no one the message).
-                            route.held = env.seq
-                            try:
-                                await sub._offer(env)
-                                with trio.CancelScope(shield=True):
-                                    await sub._held(env.seq)
-                            finally:
-                                route.held = None
-                        else:
-                            await sub._offer(env)
-                        first = False
-            except BaseException:
-                # Cancelled while a later ``block`` observer's buffer was full (the first
-                # has the message: it is recorded): the ones after it miss it. One that
-                # names types would take the gap for the filter's; it is told it lagged
-                # (it resyncs from the recording).
-                if not first:
-                    for sub in observers[offered:]:
-                        if sub.policy == "lag" and sub.wants is not None and sub.wants(name) and sub.lagged_from is None:
-                            sub.lagged_from = env.seq
-                raise
+            await self._observe(route, env)
+            if answers is not None:
+                reply = answers[0](env)
+                if reply is not None:
+                    # Answered in this task (see ``answer``): the reply follows the
+                    # request, observed and delivered without a yield.
+                    assert to is not None and reply.session_id == message.session_id
+                    if any(o.holds is not None and o.holds(type(reply).__name__) for o in route.observers[:1]):
+                        raise RuntimeError(f"{to}: a {type(reply).__name__} is held: not an answer")
+                    reply_env = Envelope(
+                        seq=route.next_seq,
+                        session_id=reply.session_id,
+                        sender=to,
+                        recipient=answers[1],
+                        message=reply,
+                    )
+                    route.next_seq += 1
+                    await self._observe(route, reply_env)
+                    answers[2].send_nowait(reply_env)
+                    inbox = None
             if inbox is not None:
                 try:
                     await inbox.send(env)
@@ -358,7 +370,98 @@ class Bus:
                     raise DeliveryError(
                         f"actor at {to!r} stopped before {type(message).__name__} arrived"
                     ) from None
+        finally:
+            lock.release()
         return env
+
+    def _answerable(
+        self, route: _SessionRoute, message: Message, inbox: trio.MemorySendChannel[Envelope] | None, to: str | None
+    ) -> tuple[Answerer, str, trio.MemorySendChannel[Envelope]] | None:
+        """The answerer of ``to``, the reply's address and inbox, when ``message`` can be
+        answered in the sender's task: ``to`` idle (waiting for its next message, none
+        queued), the request naming a ``reply_to`` whose inbox has room, and no observer
+        that would make the two deliveries wait (a tap holding the request, a ``block``
+        one without room for both, or one that is the first to be handed them without a
+        tap before it)."""
+        answer = self._answerers.get(to) if to is not None else None
+        if answer is None or inbox is None:
+            return None
+        reply_to = getattr(message, "reply_to", None)
+        if not isinstance(reply_to, str):
+            return None
+        reply_inbox = self._inboxes.get(reply_to)
+        if reply_inbox is None:
+            return None
+        mine = inbox.statistics()
+        if mine.current_buffer_used or not mine.tasks_waiting_receive:
+            return None
+        theirs = reply_inbox.statistics()
+        if theirs.current_buffer_used >= theirs.max_buffer_size:
+            return None
+        tapped = False
+        for sub in (*route.observers, *self._global_observers):
+            if sub.tap is not None:
+                if sub.holds is not None and sub.holds(type(message).__name__):
+                    return None
+                tapped = True
+            elif sub.policy == "block":
+                room = sub._send.statistics()
+                if not tapped or room.current_buffer_used + 2 > room.max_buffer_size:
+                    return None
+        return answer, reply_to, reply_inbox
+
+    async def _observe(self, route: _SessionRoute, env: Envelope) -> None:
+        """Hand ``env`` to the session's observers, in order (see ``send``)."""
+        first = True
+        name = type(env.message).__name__
+        observers = (*route.observers, *self._global_observers)
+        offered = 0
+        try:
+            for sub in observers:
+                offered += 1
+                sub.position = env.seq + 1
+                if sub.wants is not None and not sub.wants(name):
+                    continue
+                if first and sub.tap is not None:
+                    # In this task, without a yield: see the module doc.
+                    first = False
+                    if not sub.tap(env):
+                        continue
+                    if sub.holds is not None and sub.holds(name):
+                        route.held = env.seq
+                        try:
+                            sub._hand(env)
+                            with trio.CancelScope(shield=True):
+                                await sub._held(env.seq)
+                        finally:
+                            route.held = None
+                    else:
+                        sub._hand(env)
+                    continue
+                if (first and sub.policy == "block") or not sub._hand(env):
+                    if first and sub.holds is not None and sub.holds(name):
+                        # Held from before the observer has it to after it let go
+                        # (an fsync: not cut short, so a cancel loses no one the message).
+                        route.held = env.seq
+                        try:
+                            await sub._offer(env)
+                            with trio.CancelScope(shield=True):
+                                await sub._held(env.seq)
+                        finally:
+                            route.held = None
+                    else:
+                        await sub._offer(env)
+                    first = False
+        except BaseException:
+            # Cancelled while a later ``block`` observer's buffer was full (the first
+            # has the message: it is recorded): the ones after it miss it. One that
+            # names types would take the gap for the filter's; it is told it lagged
+            # (it resyncs from the recording).
+            if not first:
+                for sub in observers[offered:]:
+                    if sub.policy == "lag" and sub.wants is not None and sub.wants(name) and sub.lagged_from is None:
+                        sub.lagged_from = env.seq
+            raise
 
     def _route(self, session_id: str) -> _SessionRoute:
         route = self._sessions.get(session_id)

@@ -11,7 +11,9 @@ calls and text, counts, the LLM check's schedule) and the LLM check in flight.
 Stops: when its inbox closes (an LLM check in flight is cancelled, its gateway request
 acknowledged, and its verdict sent), or by its supervisor's cancel.
 
-Content and tool-call checks are answered at once from the pure core. An LLM check
+Content and tool-call checks are answered at once from the pure core: in the turn's own
+task while this actor is idle (``Bus.answer``: no task switch a streamed chunk), else
+from the inbox. An LLM check
 (``llm_check``) runs as a child task, so cancels and the gateway's replies keep flowing;
 a failed or unparsable model answer is "no loop": the check never stops a turn.
 """
@@ -25,7 +27,7 @@ from typing import Any, TypeAlias, assert_never
 import attrs
 import trio
 
-from bus import Bus, DeliveryError, Port
+from bus import Bus, DeliveryError, Envelope, Port
 from bus.json_values import thaw
 from bus.messages import (
     CancelGeneration,
@@ -67,6 +69,18 @@ DOUBLE_CHECK_MODEL = "gemini-3-pro-preview"
 """Gemini CLI's ``loop-detection-double-check`` alias."""
 
 
+def _verdict(msg: CheckLoop, verdict: Verdict, *, check_due: bool = False) -> LoopVerdict:
+    return LoopVerdict(
+        session_id=msg.session_id,
+        request_id=msg.request_id,
+        count=verdict.count,
+        loop_type=verdict.loop_type,
+        detail=verdict.detail,
+        check_due=check_due,
+        confirmed_by=verdict.confirmed_by,
+    )
+
+
 @attrs.frozen(kw_only=True)
 class LoopWiring:
     session_id: str
@@ -98,6 +112,7 @@ class LoopDetectorActor:
 
     async def run(self, *, task_status: trio.TaskStatus[Port] = trio.TASK_STATUS_IGNORED) -> None:
         port = self.bus.connect(self.w.address)
+        port.answer(self._answer)
         try:
             async with trio.open_nursery() as nursery:
                 task_status.started(port)
@@ -129,7 +144,15 @@ class LoopDetectorActor:
         finally:
             port.close()
 
-    async def _on_check(self, port: Port, nursery: trio.Nursery, msg: CheckLoop) -> None:
+    def _answer(self, env: Envelope) -> LoopVerdict | None:
+        """A check of a chunk, a call or a turn's start, answered in the turn's task
+        while this actor is idle (``Bus.answer``): what ``_on_check`` would send."""
+        msg = env.message
+        if isinstance(msg, CheckLoop) and msg.kind != "llm_check":
+            return self._verdict_now(msg)
+        return None
+
+    def _verdict_now(self, msg: CheckLoop) -> LoopVerdict:
         core = self.core
         outcome: Verdict | str
         match msg.kind:
@@ -139,31 +162,27 @@ class LoopDetectorActor:
                 outcome = core.check_tool_call(msg.name, thaw(msg.args))
             case "turn_started":
                 outcome = core.turn_started()
-            case "llm_check":
-                if self._check is not None:
-                    raise RuntimeError("llm_check while another LLM check runs")
-                send, receive = trio.open_memory_channel[ModelReply](math.inf)
-                self._check = _Check(msg, trio.CancelScope(), send, receive)
-                nursery.start_soon(self._llm_check, port, self._check)
-                return
-            case _ as unreachable:
-                assert_never(unreachable)
+            case _:
+                raise AssertionError(f"{msg.kind} is not answered at once")
         if outcome == LLM_DUE:
-            await self._reply(port, msg, NO_LOOP, check_due=True)
-        else:
-            assert isinstance(outcome, Verdict)
-            await self._reply(port, msg, outcome)
+            return _verdict(msg, NO_LOOP, check_due=True)
+        assert isinstance(outcome, Verdict)
+        return _verdict(msg, outcome)
 
-    async def _reply(self, port: Port, msg: CheckLoop, verdict: Verdict, *, check_due: bool = False) -> None:
-        reply = LoopVerdict(
-            session_id=msg.session_id,
-            request_id=msg.request_id,
-            count=verdict.count,
-            loop_type=verdict.loop_type,
-            detail=verdict.detail,
-            check_due=check_due,
-            confirmed_by=verdict.confirmed_by,
-        )
+    async def _on_check(self, port: Port, nursery: trio.Nursery, msg: CheckLoop) -> None:
+        if msg.kind == "llm_check":
+            if self._check is not None:
+                raise RuntimeError("llm_check while another LLM check runs")
+            send, receive = trio.open_memory_channel[ModelReply](math.inf)
+            self._check = _Check(msg, trio.CancelScope(), send, receive)
+            nursery.start_soon(self._llm_check, port, self._check)
+            return
+        await self._send(port, msg, self._verdict_now(msg))
+
+    async def _reply(self, port: Port, msg: CheckLoop, verdict: Verdict) -> None:
+        await self._send(port, msg, _verdict(msg, verdict))
+
+    async def _send(self, port: Port, msg: CheckLoop, reply: LoopVerdict) -> None:
         try:
             await port.send(reply, to=msg.reply_to)
         except DeliveryError:

@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 from bus import Bus, DeliveryError
-from bus.messages import TextStreamed, TurnEnded
+from bus.messages import CheckLoop, LoopVerdict, TextStreamed, TurnEnded
 from bus.testing import assert_gap_free, capture_session
 
 
@@ -313,6 +313,122 @@ async def test_a_message_a_tap_has_seen_reaches_its_recipient_whenever_the_sende
         tapped, delivered, next_seq = await _send_while_cancelled()
         assert delivered == tapped
         assert next_seq == 1 + len(tapped)
+
+
+def _check(n: int, text: str = "") -> CheckLoop:
+    return CheckLoop(session_id="s", request_id=f"r{n}", reply_to="turn", prompt_id="p", kind="content", text=text)
+
+
+def _verdict(env: Any) -> LoopVerdict | None:
+    return LoopVerdict(session_id="s", request_id=env.message.request_id) if env.message.text != "inbox" else None
+
+
+async def _idle(port: Any, answered: list[str]) -> None:
+    async for env in port:
+        answered.append(f"inbox:{env.message.request_id}")
+        await port.send(LoopVerdict(session_id="s", request_id=env.message.request_id), to="turn")
+
+
+async def test_an_idle_actor_answers_a_request_in_its_senders_task() -> None:
+    bus = Bus()
+    turn = bus.connect("turn")
+    loops = bus.connect("loops")
+    loops.answer(_verdict)
+    lines: list[str] = []
+    bus.subscribe("s", "recorder", capacity=math.inf, tap=lambda env: lines.append(type(env.message).__name__) or False)
+    client = bus.subscribe("s", "client", policy="block", capacity=100)  # after a tap, with room: no wait
+    inboxed: list[str] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_idle, loops, inboxed)
+        await trio.testing.wait_all_tasks_blocked()
+        steps = 0
+
+        class Count(trio.abc.Instrument):
+            def before_task_step(self, task: Any) -> None:
+                nonlocal steps
+                steps += 1
+
+        trio.lowlevel.add_instrument(count := Count())
+        for n in range(5):
+            await turn.send(_check(n), to="loops")
+            reply = turn.inbox.receive_nowait()  # there already: answered in this task
+            assert isinstance(reply.message, LoopVerdict) and reply.message.request_id == f"r{n}"
+            assert reply.sender == "loops" and reply.recipient == "turn"
+        trio.lowlevel.remove_instrument(count)
+        assert steps <= 5  # the turn's own steps: the loop detector's task never ran
+        # One it does not answer goes to its inbox, as does one while it is busy.
+        await turn.send(_check(9, "inbox"), to="loops")
+        assert (await turn.receive()).message.request_id == "r9"
+        nursery.cancel_scope.cancel()
+    assert inboxed == ["inbox:r9"]
+    assert lines == ["CheckLoop", "LoopVerdict"] * 6
+    assert [client.receive.receive_nowait().seq for _ in range(12)] == list(range(1, 13))
+
+
+async def test_a_request_goes_to_the_inbox_when_the_actor_is_busy_or_the_reply_could_wait() -> None:
+    bus = Bus()
+    turn = bus.connect("turn", capacity=1)
+    loops = bus.connect("loops")
+    loops.answer(_verdict)
+    inboxed: list[str] = []
+    # Not idle (nobody reads its inbox): the inbox.
+    await turn.send(_check(1), to="loops")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_idle, loops, inboxed)
+        assert (await turn.receive()).message.request_id == "r1"
+        await trio.testing.wait_all_tasks_blocked()
+        # The reply's inbox full: the inbox (the actor waits for room, not the sender).
+        await bus.connect("other").send(TextStreamed(session_id="s", turn_id="t", text="x"), to="turn")
+        await turn.send(_check(2), to="loops")
+        assert (await turn.receive()).message.text == "x"
+        assert (await turn.receive()).message.request_id == "r2"
+        await trio.testing.wait_all_tasks_blocked()
+        # A ``block`` observer, the first to be handed messages (it would wait): the inbox.
+        monitor = bus.subscribe("s", "monitor", policy="block", capacity=100)
+        await turn.send(_check(3), to="loops")
+        assert (await turn.receive()).message.request_id == "r3"
+        bus.unsubscribe(monitor)
+        await trio.testing.wait_all_tasks_blocked()
+        # After a tap, but without room for both: the inbox.
+        tap = bus.subscribe("s", "recorder", capacity=math.inf, tap=lambda env: False)
+        monitor = bus.subscribe("s", "monitor", policy="block", capacity=1)
+        drained: list[int] = []
+
+        async def drain() -> None:
+            async for env in monitor:
+                drained.append(env.seq)
+
+        nursery.start_soon(drain)
+        await trio.testing.wait_all_tasks_blocked()
+        await turn.send(_check(5), to="loops")
+        assert (await turn.receive()).message.request_id == "r5"
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(drained) == 2
+        bus.unsubscribe(monitor)
+        bus.unsubscribe(tap)
+        await trio.testing.wait_all_tasks_blocked()
+        await turn.send(_check(4), to="loops")  # idle again, nothing in the way: answered
+        assert turn.inbox.receive_nowait().message.request_id == "r4"
+        nursery.cancel_scope.cancel()
+    assert inboxed == ["inbox:r1", "inbox:r2", "inbox:r3", "inbox:r5"]
+
+
+async def test_a_replays_bus_has_every_request_answered_from_the_inbox() -> None:
+    class Ordering(Bus):
+        answers_inline = False
+
+    bus = Ordering()
+    turn = bus.connect("turn")
+    loops = bus.connect("loops")
+    loops.answer(_verdict)
+    inboxed: list[str] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_idle, loops, inboxed)
+        await trio.testing.wait_all_tasks_blocked()
+        await turn.send(_check(1), to="loops")
+        assert (await turn.receive()).message.request_id == "r1"
+        nursery.cancel_scope.cancel()
+    assert inboxed == ["inbox:r1"]
 
 
 async def test_a_send_is_a_schedule_point_even_with_nothing_to_wait_for() -> None:

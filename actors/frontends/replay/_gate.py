@@ -43,6 +43,10 @@ class Pending:
 
 
 class GatedBus(Bus):
+    answers_inline = False
+    """Every message waits for its turn here, a reply too: actors answer from their
+    inboxes (``Bus.answer``)."""
+
     def __init__(
         self,
         expected: Sequence[RecordedLine],
