@@ -108,7 +108,8 @@ async def _turn(n: int, loop_detection: bool) -> float:
 
     with tempfile.TemporaryDirectory() as tmp:
         bus = Bus()
-        cfg = config(Path(tmp), loop_detection=loop_detection)
+        # Recorded, as users run it (the recorder is the session's first observer).
+        cfg = config(Path(tmp), loop_detection=loop_detection, recording=Path(tmp) / "s1.jsonl")
         async with trio.open_nursery() as nursery:
             await nursery.start(GatewayActor(bus, FakeResponsesBackend([_stream(n)])).run)
             client = bus.connect("client")
