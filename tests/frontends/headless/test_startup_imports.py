@@ -37,6 +37,14 @@ NOT_IMPORTED = (
 )
 
 
+def _run(home: Path, code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -c code args...`` in ``home``, with its own home and data directory."""
+    env = {**os.environ, "HOME": str(home), "GEMINI_CLI_HOME": str(home), "AGENTBUS_DATA_DIR": str(home / "data")}
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=home, env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+
+
 def test_a_headless_run_imports_only_what_it_uses(tmp_path: Path) -> None:
     code = (
         "import sys\n"
@@ -44,12 +52,7 @@ def test_a_headless_run_imports_only_what_it_uses(tmp_path: Path) -> None:
         "status = main(['-p', 'hi', '-m', 'gemini-2.5-flash', '--fake-responses', sys.argv[1]])\n"
         "print(status, *(name for name in sys.argv[2:] if name in sys.modules))\n"
     )
-    env = {**os.environ, "HOME": str(tmp_path), "GEMINI_CLI_HOME": str(tmp_path),
-           "AGENTBUS_DATA_DIR": str(tmp_path / "data")}
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(ROOT / "scenarios" / "bench" / "hi.responses"), *NOT_IMPORTED],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True,
-    )
+    done = _run(tmp_path, code, str(ROOT / "scenarios" / "bench" / "hi.responses"), *NOT_IMPORTED)
     assert done.stdout.splitlines()[-1] == "0", done.stdout
 
 
@@ -71,11 +74,6 @@ def test_a_tool_call_is_checked_without_jsonschema(tmp_path: Path) -> None:
         "status = main(['-p', 'read', '-y', '-m', 'gemini-2.5-flash', '--fake-responses', sys.argv[1]])\n"
         "print(status, *(name for name in ('jsonschema', 'referencing') if name in sys.modules))\n"
     )
-    env = {**os.environ, "HOME": str(tmp_path), "GEMINI_CLI_HOME": str(tmp_path),
-           "AGENTBUS_DATA_DIR": str(tmp_path / "data")}
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(responses)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True,
-    )
+    done = _run(tmp_path, code, str(responses))
     assert "read_file: params/file_path must be string" in done.stderr, done.stderr  # the second call
     assert done.stdout.splitlines()[-1] == "0", done.stdout
