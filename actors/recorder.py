@@ -148,18 +148,19 @@ class RecorderActor:
             sink.fsync()
         except OSError as exc:
             raise self._fail("write", exc) from exc
-        # A tap: the bus calls ``_tap`` with each message in its sender's task, before
-        # anyone else has it; the recorder is subscribed before any other observer
-        # (module doc). This task fsyncs the sync points the tap hands over, and ends.
+        # A tap: the bus calls ``tap`` with each message in its sender's task, before
+        # anyone else has it (module doc). This task fsyncs the sync points the tap
+        # hands over, raises what the tap could not do (in this task: the sender is
+        # not to blame), and ends after the session's last message.
         off_loop = not _virtual_clock()
-        failed: list[RecorderError] = []
+        failed: list[Exception] = []
 
         def tap(env: Envelope) -> bool:
             if failed:
                 return False
             try:
                 due = self._append(sink, env, claim, sync=not off_loop)
-            except RecorderError as exc:
+            except Exception as exc:  # noqa: BLE001 - raised in this task, not the sender's
                 failed.append(exc)
                 return True
             return due or isinstance(env.message, SessionClosed)

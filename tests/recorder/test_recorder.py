@@ -229,6 +229,40 @@ async def test_a_write_failure_stops_the_session_with_a_clear_error(tmp_path: Pa
     assert len(rec.read_text().splitlines()) == 4
 
 
+class BrokenSink(FailingSink):
+    """A recorder's own bug after ``ok`` lines (not a disk's failure)."""
+
+    def write(self, data: bytes) -> None:
+        if self.left <= 0:
+            raise ValueError("a bug in the recorder")
+        super().write(data)
+
+
+async def test_what_the_recorder_cannot_do_fails_in_its_own_task_not_the_senders(tmp_path: Path) -> None:
+    # The bus calls the recorder (a tap) in the sender's task; a failure there stops the
+    # recorder, as when it ran in its own task, and the sender goes on until the
+    # session is stopped.
+    bus = Bus()
+    sender = bus.connect("turn:x")
+    sent: list[int] = []
+    sender_failed: list[BaseException] = []
+    with pytest.raises(BaseException) as info:  # noqa: B017 - an exception group is expected
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                RecorderActor(bus, session_id=SID, path=tmp_path / "s.jsonl", open_sink=lambda p: BrokenSink(p, ok=2)).run
+            )
+            try:
+                for i in range(3):  # the second one's line fails; the recorder then stops the rest
+                    sent.append((await sender.publish(TextStreamed(session_id=SID, turn_id="t", text=str(i)))).seq)
+            except Exception as exc:
+                sender_failed.append(exc)
+                raise
+            await trio.sleep_forever()
+    assert info.group_contains(ValueError, match="a bug in the recorder")
+    assert sender_failed == [] and sent[:2] == [1, 2]
+    assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 2  # the meta line and the first
+
+
 async def test_a_data_dir_that_cannot_be_created_fails_before_the_session_starts(tmp_path: Path) -> None:
     blocker = tmp_path / "data"
     blocker.write_text("a file where the data directory should be")
