@@ -127,7 +127,14 @@ class ContentTable:
         last = self._last_whole.get(key)
         if last is not None and last[0] is value:
             return last[1]
-        number = self.intern(value, defs)
+        known = _WHOLES.get(id(value))
+        if known is None or known[0] is not value:
+            # The first of this object in the process: its digest and plain form, kept for
+            # the other recordings of the process (its sessions share one request config).
+            if len(_WHOLES) >= _WHOLES_MAX:
+                _WHOLES.clear()
+            known = _WHOLES[id(value)] = (value, _digest(dumps(value)), thaw(value))
+        number = self._number(known[1], defs, known[2])
         self._last_whole[key] = (value, number)
         return number
 
@@ -137,13 +144,27 @@ class ContentTable:
     def intern(self, value: Any, defs: dict[str, Any]) -> int:
         """The number of ``value``; a new one is added to ``defs`` (plain JSON)."""
         # Frozen JSON dumps as it is (``frozendict`` is a ``dict``): only a new content is thawed.
-        text = dumps(value)
-        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        return self._number(_digest(dumps(value)), defs, value, thawed=False)
+
+    def _number(self, digest: bytes, defs: dict[str, Any], value: Any, *, thawed: bool = True) -> int:
         number = self._by_digest.get(digest)
         if number is None:
             number = self._by_digest[digest] = len(self._by_digest) + 1
-            defs[str(number)] = thaw(value)
+            defs[str(number)] = value if thawed else thaw(value)
         return number
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+_WHOLES: dict[int, tuple[Any, bytes, Any]] = {}
+"""Whole values written by reference (request configs) in this process, by identity,
+each with its digest and plain form: every session of a daemon sends the same frozen
+config (``actors.host.setup``), and each recording defined it with a dump, a digest and
+a thaw of its own (0.1 ms a session). The object is kept, so its id stays its own; the
+plain form is only ever dumped (``Scrubber.scrub`` copies)."""
+_WHOLES_MAX = 64
 
 
 class ContentRefs:

@@ -252,3 +252,23 @@ def test_a_catch_up_counts_only_what_it_read_when_a_message_is_held_after_the_re
     rest, nxt = cursor.read(nxt, None, everything, lambda: syncing)
     assert envs + rest == [e for e in loaded.envelopes if e.seq < syncing] and nxt == syncing
 
+
+
+def test_the_recordings_of_a_process_define_a_shared_config_with_one_dump(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daemon's sessions send one frozen request config: each recording still defines
+    it, from the dump and digest made for the first."""
+    from actors.recording import _refs
+    from bus.json_values import freeze
+
+    config = freeze({"tools": [{"functionDeclarations": [{"name": f"tool{i}"} for i in range(20)]}]})
+    dumped: list[Any] = []
+    real = _refs.dumps
+    monkeypatch.setattr(_refs, "dumps", lambda value: dumped.append(value) or real(value))
+    for sid in ("a", "b"):
+        msg = GenerateRequest(session_id=sid, request_id="r", reply_to="t", method="generateContent",
+                              model="m", contents=(), config=config)
+        line = encode_line(Envelope(seq=1, session_id=sid, sender="x", recipient="y", message=msg), "w", Scrubber(),
+                           ContentTable())
+        assert json.loads(line)["defs"] == {"1": json.loads(json.dumps(config))}
+        assert parse_line(line, ContentRefs()).message.config == config
+    assert sum(value is config for value in dumped) == 1
