@@ -46,6 +46,11 @@ DUPLICATE_IN_PROCESS = 10158
 """An append tried again while its earlier try is still in the stream's hands."""
 CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 5.0
+LISTING_BATCH = 256
+"""Values fetched at once when a bucket is listed."""
+LISTING_IDLE_S = 30.0
+"""The server drops a listing's consumer this long after its last use (a listing
+deletes it itself; this is for one cut short)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -225,19 +230,51 @@ class Bucket:
 
     async def items(self) -> dict[str, tuple[bytes, int]]:
         """Every key with its value and revision (deleted and expired ones left out),
-        read in one pass (a watcher over the bucket's last values)."""
+        read in one pass.
+
+        Not nats-py's ``watchall``: its "no more values" marker can come before the
+        values (when the consumer's info, saying none are pending, is read before the
+        pushed values are), so a listing came back empty now and then under load
+        (``test_cluster_placement`` in CI: "no node serves the workspace"); and each
+        listing left an ordered consumer on the server until its inactivity timeout, so
+        a burst of listings ran into the server's consumer limit. Here a pull consumer
+        is made for the listing: its count of pending values is exact when it is made
+        (nothing is sent before it is asked for), it is drained to that count and
+        deleted."""
+        js = self._link._js
+        stream = f"KV_{self.name}"
+        prefix = f"$KV.{self.name}."
 
         async def collect() -> dict[str, tuple[bytes, int]]:
-            watcher = await self._kv.watchall(ignore_deletes=True)
+            config = js_api.ConsumerConfig(
+                deliver_policy=js_api.DeliverPolicy.LAST_PER_SUBJECT,
+                ack_policy=js_api.AckPolicy.NONE,
+                filter_subject=prefix + ">",
+                inactive_threshold=LISTING_IDLE_S,
+                mem_storage=True,
+            )
+            info = await js.add_consumer(stream, config=config)
             out: dict[str, tuple[bytes, int]] = {}
             try:
-                async for entry in watcher:
-                    if entry is None:
-                        break
-                    out[str(entry.key)] = (bytes(entry.value or b""), int(entry.revision))
+                if not info.num_pending:
+                    return out
+                pull = await js.pull_subscribe_bind(info.name, stream)
+                try:
+                    while True:
+                        try:
+                            msgs = await pull.fetch(batch=LISTING_BATCH, timeout=REQUEST_TIMEOUT_S)
+                        except nats_errors.TimeoutError:
+                            return out  # what was pending expired meanwhile
+                        for msg in msgs:
+                            headers = msg.headers or {}
+                            if headers.get("KV-Operation") not in ("DEL", "PURGE") and "Nats-Marker-Reason" not in headers:
+                                out[msg.subject[len(prefix) :]] = (bytes(msg.data or b""), int(msg.metadata.sequence.stream))
+                        if not msgs or msgs[-1].metadata.num_pending == 0:
+                            return out
+                finally:
+                    await pull.unsubscribe()
             finally:
-                await watcher.stop()
-            return out
+                await js.delete_consumer(stream, info.name)
 
         return await self._link._call(f"listing {self.name}", collect)
 

@@ -3,6 +3,8 @@ request/reply, and a bucket's entries listed in one pass."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import trio
 
@@ -52,3 +54,26 @@ async def test_bucket_items_lists_live_keys_only(nats_server: NatsServer) -> Non
         items = await bucket.items()
         assert {k: v for k, (v, _) in items.items()} == {"n.one": b"1b", "n.two": b"2"}
         assert items["n.one"][1] > r1
+
+
+async def test_bucket_listings_at_once_see_every_key_and_leave_no_consumer(nats_server: NatsServer) -> None:
+    """Listings read in more than one batch, eight at a time, each see every key; none
+    leaves a consumer on the server (nats-py's watcher listed nothing now and then, and
+    left one consumer per listing until the server's limit refused new ones)."""
+    async with open_link(nats_server.url) as a:
+        bucket = await a.bucket("T_MANY", ttl_s=60)
+        keys = {f"n.{i}": str(i).encode() for i in range(300)}
+        for key, value in keys.items():
+            await bucket.put(key, value)
+        seen: list[dict[str, bytes]] = []
+
+        async def list_once() -> None:
+            seen.append({k: v for k, (v, _) in (await bucket.items()).items()})
+
+        for _ in range(15):
+            async with trio.open_nursery() as nursery:
+                for _ in range(8):
+                    nursery.start_soon(list_once)
+        assert len(seen) == 120 and all(listing == keys for listing in seen)
+        info = json.loads(await a.request("$JS.API.STREAM.INFO.KV_T_MANY", b""))
+        assert info["state"]["consumer_count"] == 0
