@@ -167,6 +167,12 @@ class Port:
         """An event for observers only."""
         return await self.bus.send(message, sender=self.address, to=None)
 
+    async def ask(self, request: Message, *, to: str) -> Envelope | None:
+        """Send ``request`` (its ``reply_to`` this address) to ``to``: the reply when
+        ``to`` answered it in this task (``Bus.answer``), handed here instead of to this
+        inbox; None: the reply comes to the inbox as usual."""
+        return await self.bus.ask(request, sender=self.address, to=to)
+
     def __aiter__(self) -> AsyncIterator[Envelope]:
         return self.inbox.__aiter__()
 
@@ -309,6 +315,22 @@ class Bus:
         Raises ``DeliveryError`` when ``to`` is not connected (then nothing is numbered
         or observed, so the sequence stays gap-free).
         """
+        return (await self._send(message, sender, to))[0]
+
+    async def ask(self, request: Message, *, sender: str, to: str) -> Envelope | None:
+        """``send`` a request whose ``reply_to`` is ``sender``: when ``to`` answers it in
+        this task (``answer``), its reply is returned instead of put in ``sender``'s
+        inbox (no hop, no wait); None: the reply comes to the inbox as usual."""
+        if not self.answers_inline or to not in self._answerers:
+            await self.send(request, sender=sender, to=to)
+            return None
+        return (await self._send(request, sender, to, keep_reply=True))[1]
+
+    async def _send(
+        self, message: Message, sender: str, to: str | None, *, keep_reply: bool = False
+    ) -> tuple[Envelope, Envelope | None]:
+        """``send``; with ``keep_reply``, the reply of a request answered in this task
+        is returned, not put in the sender's inbox (``Port.ask``)."""
         # Every message of a streamed answer passes here, and each yield is a task step
         # of the sender: it yields where the order of what runs next matters, not at
         # every hand-over: at the lock (before the message is numbered), at the first
@@ -361,6 +383,8 @@ class Bus:
                     )
                     route.next_seq += 1
                     await self._observe(route, reply_env)
+                    if keep_reply and answers[1] == sender:
+                        return env, reply_env
                     answers[2].send_nowait(reply_env)
                     inbox = None
             if inbox is not None:
@@ -372,7 +396,7 @@ class Bus:
                     ) from None
         finally:
             lock.release()
-        return env
+        return env, None
 
     def _answerable(
         self, route: _SessionRoute, message: Message, inbox: trio.MemorySendChannel[Envelope] | None, to: str | None

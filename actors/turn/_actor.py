@@ -95,7 +95,9 @@ class TurnActor:
                     nursery.start_soon(self._drive, port, effect.turn, receive)
                 case Route():
                     assert self._inbox is not None
-                    await self._inbox.send(effect.message)
+                    # Unbounded: handed over without a yield (the turn's task runs at
+                    # its next scheduler round, as it would after a yield here).
+                    self._inbox.send_nowait(effect.message)
                 case Acknowledge():
                     await port.send(effect.message, to=self.w.session_address)
                 case _ as unreachable:

@@ -206,7 +206,11 @@ class TurnRequests:
             kind=kind,
             **fields,
         )
-        await self.port.send(check, to=self.w.loops_address)
+        answered = await self.port.ask(check, to=self.w.loops_address)
+        if answered is not None:
+            # The detector was idle and answered in this task: no wait, no hop.
+            assert isinstance(answered.message, LoopVerdict) and answered.message.request_id == check.request_id
+            return answered.message
         # Only the channel can bring the verdict: what waits in ``deferred`` stays there
         # (untouched, so a stream of chunks costs O(1) per check), and what arrives now
         # queues behind it.

@@ -365,6 +365,42 @@ async def test_an_idle_actor_answers_a_request_in_its_senders_task() -> None:
     assert [client.receive.receive_nowait().seq for _ in range(12)] == list(range(1, 13))
 
 
+async def test_an_asked_request_answered_in_the_senders_task_hands_the_reply_back() -> None:
+    """``ask``: the reply of a request answered inline is returned, numbered and observed
+    after the request, and never reaches the asker's inbox; one answered from the inbox
+    (not answered inline, or on a bus that answers nothing inline) returns None and the
+    reply comes to the inbox."""
+    for inline in (True, False):
+
+        class Ordering(Bus):
+            answers_inline = inline
+
+        bus = Ordering()
+        turn = bus.connect("turn")
+        loops = bus.connect("loops")
+        loops.answer(_verdict)
+        lines: list[tuple[int, str]] = []
+        bus.subscribe("s", "recorder", capacity=math.inf, tap=lambda env, lines=lines: lines.append((env.seq, type(env.message).__name__)) or False)
+        inboxed: list[str] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_idle, loops, inboxed)
+            await trio.testing.wait_all_tasks_blocked()
+            reply = await turn.ask(_check(1), to="loops")
+            if inline:
+                assert reply is not None and reply.seq == 2 and reply.recipient == "turn"
+                assert isinstance(reply.message, LoopVerdict) and reply.message.request_id == "r1"
+                with pytest.raises(trio.WouldBlock):
+                    turn.inbox.receive_nowait()
+            else:
+                assert reply is None
+                assert (await turn.receive()).message.request_id == "r1"
+            assert await turn.ask(_check(2, "inbox"), to="loops") is None  # not answered inline
+            assert (await turn.receive()).message.request_id == "r2"
+            nursery.cancel_scope.cancel()
+        assert lines == [(1, "CheckLoop"), (2, "LoopVerdict"), (3, "CheckLoop"), (4, "LoopVerdict")]
+        assert inboxed == (["inbox:r2"] if inline else ["inbox:r1", "inbox:r2"])
+
+
 async def test_a_request_goes_to_the_inbox_when_the_actor_is_busy_or_the_reply_could_wait() -> None:
     bus = Bus()
     turn = bus.connect("turn", capacity=1)
