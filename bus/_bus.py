@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 
 Answerer = Callable[[Envelope], "Message | None"]
 """A request's answer, made in its sender's task, or None (``Bus.answer``)."""
+Follow = Callable[[Envelope], "Message | None"]
+"""Given a reply ``Bus.ask`` returns, the event its sender publishes next, or None."""
 
 DEFAULT_INBOX = 256
 _RELEASED = 1 << 62
@@ -167,11 +169,11 @@ class Port:
         """An event for observers only."""
         return await self.bus.send(message, sender=self.address, to=None)
 
-    async def ask(self, request: Message, *, to: str) -> Envelope | None:
+    async def ask(self, request: Message, *, to: str, then: Follow | None = None) -> Envelope | None:
         """Send ``request`` (its ``reply_to`` this address) to ``to``: the reply when
         ``to`` answered it in this task (``Bus.answer``), handed here instead of to this
-        inbox; None: the reply comes to the inbox as usual."""
-        return await self.bus.ask(request, sender=self.address, to=to)
+        inbox; None: the reply comes to the inbox as usual. ``then``: see ``Bus.ask``."""
+        return await self.bus.ask(request, sender=self.address, to=to, then=then)
 
     def __aiter__(self) -> AsyncIterator[Envelope]:
         return self.inbox.__aiter__()
@@ -317,17 +319,21 @@ class Bus:
         """
         return (await self._send(message, sender, to))[0]
 
-    async def ask(self, request: Message, *, sender: str, to: str) -> Envelope | None:
+    async def ask(self, request: Message, *, sender: str, to: str, then: Follow | None = None) -> Envelope | None:
         """``send`` a request whose ``reply_to`` is ``sender``: when ``to`` answers it in
         this task (``answer``), its reply is returned instead of put in ``sender``'s
-        inbox (no hop, no wait); None: the reply comes to the inbox as usual."""
+        inbox (no hop, no wait); None: the reply comes to the inbox as usual. ``then``
+        is called with a reply returned so; the event it returns, if any, is
+        ``sender``'s next message, numbered and observed right after the reply, still
+        without a yield (what the sender would publish next on that reply: a streamed
+        chunk shown once the loop detector let it through)."""
         if not self.answers_inline or to not in self._answerers:
             await self.send(request, sender=sender, to=to)
             return None
-        return (await self._send(request, sender, to, keep_reply=True))[1]
+        return (await self._send(request, sender, to, keep_reply=True, then=then))[1]
 
     async def _send(
-        self, message: Message, sender: str, to: str | None, *, keep_reply: bool = False
+        self, message: Message, sender: str, to: str | None, *, keep_reply: bool = False, then: Follow | None = None
     ) -> tuple[Envelope, Envelope | None]:
         """``send``; with ``keep_reply``, the reply of a request answered in this task
         is returned, not put in the sender's inbox (``Port.ask``)."""
@@ -384,6 +390,14 @@ class Bus:
                     route.next_seq += 1
                     await self._observe(route, reply_env)
                     if keep_reply and answers[1] == sender:
+                        follow = then(reply_env) if then is not None else None
+                        if follow is not None:
+                            assert follow.session_id == message.session_id
+                            follow_env = Envelope(
+                                seq=route.next_seq, session_id=follow.session_id, sender=sender, recipient=None, message=follow
+                            )
+                            route.next_seq += 1
+                            await self._observe(route, follow_env)
                         return env, reply_env
                     answers[2].send_nowait(reply_env)
                     inbox = None

@@ -192,11 +192,14 @@ class TurnRequests:
             if isinstance(msg, CancelTurn):
                 held.append(msg)
 
-    async def _check_loop(self, kind: LoopCheckKind, **fields: Any) -> LoopVerdict:
+    async def _check_loop(self, kind: LoopCheckKind, show: Message | None = None, **fields: Any) -> LoopVerdict:
         """Put an event to the loop detector and wait for its verdict (no detector: no
-        loop). Replies that arrive meanwhile wait their turn; a cancel of the turn stops
-        an LLM check, whose verdict still comes, and is handled by the next wait."""
+        loop); ``show``, the event, is published after a verdict of no loop. Replies
+        that arrive meanwhile wait their turn; a cancel of the turn stops an LLM check,
+        whose verdict still comes, and is handled by the next wait."""
         if self.w.loops_address is None:
+            if show is not None:
+                await self.publish(show)
             return LoopVerdict(session_id=self.sid, request_id="")
         check = CheckLoop(
             session_id=self.sid,
@@ -206,11 +209,19 @@ class TurnRequests:
             kind=kind,
             **fields,
         )
-        answered = await self.port.ask(check, to=self.w.loops_address)
+        then = None if show is None else (lambda reply: None if reply.message.count else show)
+        answered = await self.port.ask(check, to=self.w.loops_address, then=then)
         if answered is not None:
-            # The detector was idle and answered in this task: no wait, no hop.
+            # The detector was idle and answered in this task, and ``show`` went out
+            # with its verdict: no wait, no hop.
             assert isinstance(answered.message, LoopVerdict) and answered.message.request_id == check.request_id
             return answered.message
+        verdict = await self._verdict_of(check, kind)
+        if show is not None and not verdict.count:
+            await self.publish(show)
+        return verdict
+
+    async def _verdict_of(self, check: CheckLoop, kind: LoopCheckKind) -> LoopVerdict:
         # Only the channel can bring the verdict: what waits in ``deferred`` stays there
         # (untouched, so a stream of chunks costs O(1) per check), and what arrives now
         # queues behind it.

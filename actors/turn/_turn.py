@@ -457,17 +457,15 @@ class _Turn(TurnRequests):
                 ThoughtStreamed(session_id=self.sid, turn_id=self.tid, subject=subject, description=description)
             )
         if reading.text:
-            verdict = await self._check_loop("content", text=reading.text)
+            shown = TextStreamed(session_id=self.sid, turn_id=self.tid, text=reading.text)
+            verdict = await self._check_loop("content", shown, text=reading.text)
             if verdict.count:
                 return verdict
-            await self.publish(TextStreamed(session_id=self.sid, turn_id=self.tid, text=reading.text))
         for call_id, name, args in reading.calls:
-            verdict = await self._check_loop("tool_call", name=name, args=args)
+            asked = ToolCallRequested(session_id=self.sid, turn_id=self.tid, call_id=call_id, name=name, args=args)
+            verdict = await self._check_loop("tool_call", asked, name=name, args=args)
             if verdict.count:
                 return verdict
-            await self.publish(
-                ToolCallRequested(session_id=self.sid, turn_id=self.tid, call_id=call_id, name=name, args=args)
-            )
         return None
 
     # -- guards: loops, context window, compression, next speaker -------------------

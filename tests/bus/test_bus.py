@@ -401,6 +401,53 @@ async def test_an_asked_request_answered_in_the_senders_task_hands_the_reply_bac
         assert inboxed == (["inbox:r2"] if inline else ["inbox:r1", "inbox:r2"])
 
 
+async def test_what_an_asker_publishes_on_an_inline_reply_follows_it_without_a_yield() -> None:
+    """``then``: the event the asker shows once the reply lets it, numbered and observed
+    right after the reply, in the asker's one task step; none when ``then`` says so, and
+    ``then`` is not called for a reply that comes through the inbox."""
+    bus = Bus()
+    turn = bus.connect("turn")
+    loops = bus.connect("loops")
+    loops.answer(_verdict)
+    lines: list[tuple[int, str, str]] = []
+    bus.subscribe("s", "recorder", capacity=math.inf, tap=lambda env: lines.append((env.seq, type(env.message).__name__, env.sender)) or False)
+    shown = TextStreamed(session_id="s", turn_id="t", text="shown")
+    called: list[str] = []
+
+    def then(reply: Any) -> Any:
+        called.append(reply.message.request_id)
+        return shown if reply.message.request_id == "r1" else None
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_idle, loops, [])
+        await trio.testing.wait_all_tasks_blocked()
+        steps = 0
+
+        class Count(trio.abc.Instrument):
+            def before_task_step(self, task: Any) -> None:
+                nonlocal steps
+                steps += 1
+
+        trio.lowlevel.add_instrument(count := Count())
+        assert await turn.ask(_check(1), to="loops", then=then) is not None
+        trio.lowlevel.remove_instrument(count)
+        assert steps <= 1
+        assert await turn.ask(_check(2), to="loops", then=then) is not None
+        assert await turn.ask(_check(3, "inbox"), to="loops", then=then) is None
+        assert (await turn.receive()).message.request_id == "r3"
+        nursery.cancel_scope.cancel()
+    assert called == ["r1", "r2"]
+    assert lines == [
+        (1, "CheckLoop", "turn"),
+        (2, "LoopVerdict", "loops"),
+        (3, "TextStreamed", "turn"),
+        (4, "CheckLoop", "turn"),
+        (5, "LoopVerdict", "loops"),
+        (6, "CheckLoop", "turn"),
+        (7, "LoopVerdict", "loops"),
+    ]
+
+
 async def test_a_request_goes_to_the_inbox_when_the_actor_is_busy_or_the_reply_could_wait() -> None:
     bus = Bus()
     turn = bus.connect("turn", capacity=1)
