@@ -97,6 +97,11 @@ class Subscription:
     tap: Callable[[Envelope], bool] | None = None
     """Called with each message before anyone else has it (the session's first observer:
     one a session); True: hand it over too. See the module doc."""
+    direct: Callable[[Envelope], bool] | None = None
+    """A ``lag`` observer's way to take a message in the sender's task: called, when its
+    reader waits for the next message and none is queued, with the message it would be
+    handed; True: taken (nothing is queued, its reader is not woken), False: queued as
+    usual. It must not raise (an exception it raises is taken for False) or yield."""
     _released: int = 0
     _release: trio.Event | None = None
 
@@ -126,6 +131,14 @@ class Subscription:
         is full (the bus then waits in ``_offer``)."""
         if self.lagged_from is not None and self.policy == "lag":
             return True
+        if self.direct is not None:
+            state = self._send.statistics()
+            if state.tasks_waiting_receive and not state.current_buffer_used:
+                try:
+                    if self.direct(env):
+                        return True
+                except Exception:  # noqa: BLE001 - queued instead: its reader meets it
+                    pass
         try:
             self._send.send_nowait(env)
         except trio.WouldBlock:

@@ -163,6 +163,10 @@ class _Follower:
     scope: trio.CancelScope
     sub: Any = None
     """Its current bus subscription."""
+    forwarding: bool = False
+    """Waiting in ``_forward`` for the subscription's next message."""
+    expected: int = 0
+    """The next sequence number due to the client while ``forwarding``."""
 
 
 class ConnectionActor:
@@ -782,7 +786,7 @@ class ConnectionActor:
                 await self._send(CaughtUp(session_id=sid, next_seq=live_point))
             else:
                 expected = await self._catch_up(cursor, expected, None, wanted, live)
-            expected = await self._forward(live, sub, cursor, expected, wanted)
+            expected = await self._forward(follower, live, sub, cursor, expected, wanted)
         finally:
             live.subscribers -= 1
             follower.sub = None
@@ -802,22 +806,29 @@ class ConnectionActor:
         return dict(asked)
 
     async def _forward(
-        self, live: LiveSession, sub: Any, cursor: RecordingCursor, expected: int, wanted: Any
+        self, follower: _Follower, live: LiveSession, sub: Any, cursor: RecordingCursor, expected: int, wanted: Any
     ) -> int:
         """Forward live messages until the session's route closes; returns ``expected``.
 
         Each wake-up takes every message already waiting in the subscription (no
-        checkpoint between them) and sends their frames as one write."""
+        checkpoint between them) and sends their frames as one write. While it waits
+        with nothing queued, the bus hands it the next message in the sender's task
+        (``_direct``): sent at once, without waking this task."""
+        sub.direct = partial(self._direct, follower, live, sub, wanted)
         while True:
             if sub.lagged_from is not None:
                 self.lagged += 1
                 await self._send(ObserverLagged(session_id=sub.session_id, observer=self.address, resume_from=expected))
                 sub.clear_lag()
                 expected = await self._catch_up(cursor, expected, None, wanted, live)
+            follower.expected, follower.forwarding = expected, True
             try:
                 env = await sub.receive.receive()
             except (trio.EndOfChannel, trio.ClosedResourceError):
-                return expected
+                return follower.expected
+            finally:
+                follower.forwarding = False
+                expected = follower.expected
             batch: list[bytes] = []
             size = 0
             ended = False
@@ -855,6 +866,24 @@ class ConnectionActor:
                 await self._send_frame(b"".join(batch))
             if ended:
                 return expected
+
+    def _direct(self, follower: _Follower, live: LiveSession, sub: Any, wanted: Any, env: Envelope) -> bool:
+        """``_forward``'s step for one message, in the sender's task (``Subscription.direct``):
+        only while it waits, caught up, and the frame goes straight into the outbox;
+        False leaves the message to it."""
+        if not follower.forwarding or self.in_stream_first:
+            return False
+        expected = follower.expected
+        if env.seq > expected and sub.wants is not None and expected >= sub.since:
+            expected = env.seq  # the types between were passed by (see ``_forward``)
+        if env.seq != expected:
+            return False
+        if (sub.wants is not None or wanted(type(env.message).__name__)) and not self._outbox.put_nowait(
+            encoded_frame(live, env)
+        ):
+            return False
+        follower.expected = env.seq + 1
+        return True
 
     async def _catch_up(
         self, cursor: RecordingCursor, expected: int, before: int | None, wanted: Any, live: LiveSession | None = None
