@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-from bus import Bus, DeliveryError
+from bus import Bus, DeliveryError, Envelope
 from bus.messages import CheckLoop, LoopVerdict, TextStreamed, TurnEnded
 from bus.testing import assert_gap_free, capture_session
 
@@ -529,3 +529,50 @@ async def test_a_send_is_a_schedule_point_even_with_nothing_to_wait_for() -> Non
         for i in range(10):  # no block observer, no recipient: no hand-over waits
             await sender.publish(text("s", i))
         assert ran
+
+
+async def test_a_direct_observer_takes_messages_in_the_senders_task_only_while_its_reader_waits() -> None:
+    """``Subscription.direct``: called while the observer's reader waits with nothing
+    queued; True takes the message (not queued, the reader not woken), False or an
+    exception leaves it queued; not called while the reader has a message to read, so
+    what it reads and what was taken keep the bus's order."""
+    bus = Bus()
+    sender = bus.connect("a")
+    sub = bus.subscribe("s", "client", policy="lag", capacity=100)
+    calls: list[int] = []
+    answers: list[Any] = []
+
+    def direct(env: Any) -> bool:
+        calls.append(env.seq)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return bool(answer)
+
+    sub.direct = direct
+    read: list[int] = []
+
+    async def reader() -> None:
+        async for env in sub:
+            read.append(env.seq)
+
+    def text(n: int) -> TextStreamed:
+        return TextStreamed(session_id="s", turn_id="t", text=str(n))
+
+    async with trio.open_nursery() as nursery:
+        await sender.publish(text(1))  # no reader waiting: queued, not asked
+        nursery.start_soon(reader)
+        await trio.testing.wait_all_tasks_blocked()
+        assert read == [1] and calls == []
+        answers[:] = [True, False, RuntimeError("boom")]
+        for n in (2, 3, 4):
+            await sender.publish(text(n))
+            await trio.testing.wait_all_tasks_blocked()
+        assert calls == [2, 3, 4] and read == [1, 3, 4]  # 2 was taken
+        # The reader handed 5 but not yet run: 6 is queued behind it without asking.
+        answers[:] = [False]
+        sub._hand(Envelope(seq=5, session_id="s", sender="a", recipient=None, message=text(5)))
+        sub._hand(Envelope(seq=6, session_id="s", sender="a", recipient=None, message=text(6)))
+        await trio.testing.wait_all_tasks_blocked()
+        assert calls == [2, 3, 4, 5] and read == [1, 3, 4, 5, 6]
+        nursery.cancel_scope.cancel()
