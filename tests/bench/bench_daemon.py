@@ -192,9 +192,12 @@ async def _clients(
     from actors.frontends.daemon.client import DaemonClient, open_client
     from actors.frontends.daemon.paths import DaemonPaths
     from bus import Envelope
-    from bus.messages import TextStreamed, TurnEnded
+    from bus.messages import TextStreamed, TurnEnded, TurnStarted
 
     latencies: list[float] = []
+    starts: list[float] = []
+    """Each prompt's wait from its sending to its turn's ``TurnStarted`` at the client."""
+    sent: dict[str, float] = {}
     ends: dict[str, int] = {}
     started = time.monotonic()
     created = 0
@@ -230,6 +233,8 @@ async def _clients(
                     if isinstance(msg, TextStreamed):
                         now = time.monotonic()
                         latencies.extend(now - float(t) for t in STAMP.findall(msg.text))
+                    elif isinstance(msg, TurnStarted):
+                        starts.append(time.monotonic() - sent[event.session_id])
                     elif isinstance(msg, TurnEnded):
                         ends[msg.stop_reason] = ends.get(msg.stop_reason, 0) + 1
                         waiters[event.session_id].send_nowait(None)
@@ -238,6 +243,7 @@ async def _clients(
                 send, receive = trio.open_memory_channel[None](1)
                 waiters[sid] = send
                 for turn in range(TURNS):
+                    sent[sid] = time.monotonic()
                     await client.prompt(sid, f"turn {turn}")
                     await receive.receive()
 
@@ -261,6 +267,7 @@ async def _clients(
         "turns": wall - phase["setup"],
         "turns_cpu": turns_cpu,
         "latencies": latencies,
+        "starts": starts,
         "ends": ends,
     }
 
@@ -306,6 +313,7 @@ def run(sessions: int = SESSIONS, connections: int = CONNECTIONS, *, steps: bool
             proc.terminate()
             proc.wait(timeout=30)
     lat = sorted(result["latencies"])
+    starts = sorted(result["starts"])
     return {
         "sessions": sessions,
         "connections": connections,
@@ -316,6 +324,8 @@ def run(sessions: int = SESSIONS, connections: int = CONNECTIONS, *, steps: bool
         "events": len(lat),
         "latency_median_ms": statistics.median(lat) * 1000,
         "latency_p99_ms": lat[int(len(lat) * 0.99) - 1] * 1000,
+        "turn_start_median_ms": statistics.median(starts) * 1000,
+        "turn_start_p99_ms": starts[int(len(starts) * 0.99) - 1] * 1000,
         "idle_rss_mb": idle_rss / 1024,
         "rss_mb": rss / 1024,
         "peak_rss_mb": peak / 1024,
@@ -390,6 +400,12 @@ def bench_daemon(sessions: int = SESSIONS, connections: int = CONNECTIONS) -> No
     record("daemon: ... daemon CPU during the turns", med("turns_daemon_cpu_s"), "s", target="close to the turns' wall: the daemon is CPU-bound")
     record("daemon: event latency model chunk -> client, median", med("latency_median_ms"), "ms", target=f"{many['events']:.0f} TextStreamed events a run; {note}")
     record("daemon: event latency model chunk -> client, p99", med("latency_p99_ms"), "ms", target=note)
+    record(
+        "daemon: prompt -> its TurnStarted at the client, median",
+        med("turn_start_median_ms"),
+        "ms",
+        target=f"p99 {med('turn_start_p99_ms'):.1f} ms; a prompt lets the streams in flight go first (up to PROMPT_YIELD_ROUNDS scheduler rounds); {note}",
+    )
     per_event = med("turns_daemon_cpu_s") / max(1.0, med("events")) * 1000
     record(
         "daemon: daemon CPU per event (turns' CPU / events)",

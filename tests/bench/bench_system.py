@@ -477,6 +477,12 @@ def bench_hundred_sessions() -> None:
     record(f"daemon: 100 sessions x {TURNS} turns at once, 10 conns (wall)", r["wall_s"], "s", target=f"median of {r['runs']} runs; Gemini CLI has no daemon (one process per session)")
     record("daemon: ... peak RSS", r["peak_rss_mb"], "MB", baseline=r["idle_rss_mb"], target="baseline: the idle daemon")
     record("daemon: ... event latency model chunk -> client, median", r["latency_median_ms"], "ms", target=f"p99 {r['latency_p99_ms']:.1f} ms over {r['events']:.0f} events")
+    record(
+        "daemon: ... prompt -> its TurnStarted at the client, median",
+        r["turn_start_median_ms"],
+        "ms",
+        target=f"p99 {r['turn_start_p99_ms']:.1f} ms; new turns wait for the streams in flight (up to PROMPT_YIELD_ROUNDS scheduler rounds)",
+    )
 
 
 BENCHMARKS: list[Callable[[], None]] = [bench_side_by_side, bench_daemon_cancel, bench_event_latency, bench_hundred_sessions]

@@ -572,6 +572,7 @@ class ConnectionActor:
                     # An image alone (no text) is not preceded by an empty text part.
                     expanded = await self._prompt_parts(msg.text, live) if msg.text or not msg.attachments else ()
                     parts = (*expanded, *msg.attachments)
+                await after_work_in_flight()
                 await port.send(
                     SubmitPrompt(session_id=msg.session_id, prompt_id=msg.request_id, parts=parts, display_text=msg.text),
                     to=live.addrs.session,
@@ -908,6 +909,28 @@ class ConnectionActor:
         if batch:
             await self._send_frame(b"".join(batch))
         return max(expected, nxt)
+
+
+PROMPT_YIELD_ROUNDS = 8
+"""How many scheduler rounds a new prompt lets runnable work go first (see
+``after_work_in_flight``)."""
+
+
+async def after_work_in_flight(rounds: int = PROMPT_YIELD_ROUNDS) -> None:
+    """Let the work in flight go first: ``rounds`` scheduler rounds (about 20 us on an
+    idle daemon).
+
+    A prompt starts a turn, about a millisecond of CPU in several actors; on a busy
+    daemon, turns that start as others stream delay those streams' events (trio runs
+    the runnable tasks round by round, without priorities). A new prompt waits here
+    first, so the events already on their way, a hop a round, reach their clients
+    ahead of it: ``make bench``'s 100 sessions, chunk -> client p99 about 25 -> 16 ms,
+    their prompts' turns starting some 30 ms later (prompt -> ``TurnStarted``, a row of
+    its own). Rounds, not "until nothing else is runnable": trio does not count the
+    tasks still due in the current round, and a daemon that is never idle must still
+    start every prompt."""
+    for _ in range(rounds):
+        await trio.lowlevel.checkpoint()
 
 
 SHARED_FRAME_MAX = 1 << 14
