@@ -106,6 +106,7 @@ def _dispatch(args: list[str], *, own_process: bool = False) -> int:
     _loaded()
     if own_process:
         reuse_parsed_policies()
+        reuse_declared_tools()
     try:
         settings = workspace_settings()  # like Gemini CLI: before the flags are read
     except FatalError as exc:
@@ -160,6 +161,23 @@ def reuse_parsed_policies() -> bool:
     if methods is None:
         return False
     reuse(os.path.join(os.path.dirname(methods), f"policies-{MAGIC_NUMBER.hex()}.marshal"))
+    return True
+
+
+def reuse_declared_tools() -> bool:
+    """A process of its own: the built-in tools are declared from a cache beside the
+    compiled methods' and their modules imported when first used
+    (``actors.tools._declared``)."""
+    import os
+    from importlib.util import MAGIC_NUMBER
+
+    from actors.frontends._compiled_methods import cache_path
+    from actors.tools import reuse_declared_tools as reuse
+
+    methods = cache_path()
+    if methods is None:
+        return False
+    reuse(os.path.join(os.path.dirname(methods), f"tools-{MAGIC_NUMBER.hex()}.marshal"))
     return True
 
 

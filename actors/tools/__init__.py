@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Final
 from actors.common import lazy_exports
 
 from ._base import OutputSink, Tool, ToolEnv
+from ._declared import DeclaredTool, reuse_declared_tools
 from ._executor import ExecutorActor
 
 if TYPE_CHECKING:
@@ -170,8 +171,17 @@ def builtin_tools(
     ``invoke_agent`` when subagents are enabled (the session must then be wired with a
     ``SubagentAccess``).
     Stateful tools (web_fetch's rate limits, update_topic's topic) are new instances
-    per call; their state is keyed by session.
+    per call; their state is keyed by session. In a process that declares tools from
+    the cache (``reuse_declared_tools``), they are ``DeclaredTool``s until first used.
     """
+    from ._declared import declared_tools
+
+    return declared_tools(
+        (model, tracker_enabled, agents), lambda: _made_tools(model, tracker_enabled=tracker_enabled, agents=agents)
+    )
+
+
+def _made_tools(model: str, *, tracker_enabled: bool, agents: bool) -> tuple[Tool, ...]:
     from ._background import BACKGROUND_TOOLS
     from ._files import FILE_TOOLS
     from ._shell import SHELL_TOOLS
@@ -228,6 +238,8 @@ __all__ = [
     "validate_path_string",
     "GEMINI_CLASS_NAMES",
     "ExecutorActor",
+    "DeclaredTool",
+    "reuse_declared_tools",
     "OutputSink",
     "Tool",
     "ToolEnv",

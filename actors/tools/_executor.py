@@ -54,6 +54,7 @@ from bus.messages import (
 from bus.planted import planted
 
 from ._base import FileAccessError, ModelCallError, OutputSink, TerminalRun, Tool, ToolEnv
+from ._declared import loaded_tool, real_tool
 from ._truncate import truncate_tool_output, truncation_threshold
 
 CLOSE_GRACE_S = 2.0
@@ -137,7 +138,8 @@ class ExecutorActor:
     async def _close_tools(self) -> None:
         """Let tools release what outlives a call (background processes): bounded."""
         with trio.move_on_after(CLOSE_GRACE_S, shield=True):
-            for tool in self.tools.values():
+            for declared in self.tools.values():
+                tool = loaded_tool(declared)  # a tool never made ran nothing to release
                 close = getattr(tool, "close_session", None)
                 if close is not None:
                     await close(self.env)
@@ -153,6 +155,8 @@ class ExecutorActor:
             )
 
         tool = self.tools.get(run.name)
+        if tool is not None:
+            tool = real_tool(tool)
         result = ToolResult(cancelled=True, llm_content="".join(live))
         with scope:
             if tool is None:

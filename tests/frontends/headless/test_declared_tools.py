@@ -1,0 +1,110 @@
+"""The built-in tools declared from the cache (``actors.tools._declared``), as a user's
+``agentbus -p`` runs them: a second run in the same home declares them without importing
+their modules, a tool call then runs the real tool with the same result as a run
+without the cache, and a changed tool source is declared afresh."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from actors.tools import _declared, builtin_tools
+from actors.tools._declared import DeclaredTool, declared_tools
+from tests.frontends.daemon._helpers import call_response, text_response, write_responses
+
+ROOT = Path(__file__).resolve().parents[3]
+TOOL_MODULES = ("actors.tools._files", "actors.tools._shell", "actors.tools._read_file", "actors.tools._web_fetch")
+CODE = (
+    "import atexit, sys\n"
+    "from actors.frontends import main\n"
+    "watched = sys.argv[1].split(',')\n"
+    "sys.argv = ['agentbus', *sys.argv[2:]]\n"
+    "atexit.register(lambda: print('imported:', *(m for m in watched if m in sys.modules), file=sys.stderr, flush=True))\n"
+    "main()\n"
+)
+"""``agentbus`` as its entry point runs it, saying at exit (its ``atexit`` functions run
+before it leaves) which of the watched modules it imported."""
+
+
+def _agentbus(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``agentbus args...`` as its own process (``main()`` reading ``sys.argv``), in ``home``."""
+    env = {**os.environ, "HOME": str(home), "GEMINI_CLI_HOME": str(home), "AGENTBUS_DATA_DIR": str(home / "data")}
+    env.pop("XDG_CACHE_HOME", None)
+    return subprocess.run(
+        [sys.executable, "-c", CODE, ",".join(TOOL_MODULES), *args],
+        cwd=home / "ws", env=env, capture_output=True, text=True, timeout=60, check=False,
+    )
+
+
+def _imported(done: subprocess.CompletedProcess[str]) -> list[str]:
+    line = [ln for ln in done.stderr.splitlines() if ln.startswith("imported:")][-1]
+    return line.split()[1:]
+
+
+def test_a_second_run_declares_the_tools_without_importing_them(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    hi = str(ROOT / "scenarios" / "bench" / "hi.responses")
+    first = _agentbus(tmp_path, "-p", "hi", "-m", "gemini-2.5-flash", "--fake-responses", hi, "-o", "json")
+    assert first.returncode == 0, first.stderr
+    assert set(_imported(first)) == set(TOOL_MODULES)  # made to declare them, and kept
+    assert list((tmp_path / ".cache" / "agentbus").glob("tools-*.marshal"))
+    second = _agentbus(tmp_path, "-p", "hi", "-m", "gemini-2.5-flash", "--fake-responses", hi, "-o", "json")
+    assert second.returncode == 0, second.stderr
+    assert _imported(second) == []
+    assert json.loads(second.stdout)["response"] == json.loads(first.stdout)["response"]
+
+
+def test_a_declared_tool_runs_the_real_one(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("milk\neggs\n")
+    fake = write_responses(
+        tmp_path / "f.responses", call_response("read_file", {"file_path": "notes.txt"}), text_response("done")
+    )
+    args = ("-p", "read my notes", "-m", "gemini-2.5-flash", "--fake-responses", str(fake), "-o", "stream-json", "--yolo")
+
+    def results(done: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
+        assert done.returncode == 0, done.stderr
+        events = [json.loads(line) for line in done.stdout.splitlines()]
+        return [{k: v for k, v in e.items() if k not in ("timestamp", "tool_id")} for e in events if e["type"] == "tool_result"]
+
+    uncached = results(_agentbus(tmp_path, *args))  # builds the tools and keeps them
+    cached = _agentbus(tmp_path, *args)
+    assert set(_imported(cached)) >= {"actors.tools._read_file"}  # made by the call
+    assert results(cached) == uncached and uncached[0]["status"] == "success"
+
+
+def test_declared_tools_answer_as_the_real_ones_and_a_changed_source_declares_afresh(tmp_path: Path) -> None:
+    real = builtin_tools("gemini-2.5-flash", agents=True)
+    _declared.reuse_declared_tools(str(tmp_path / "tools.marshal"))
+    try:
+        key = ("gemini-2.5-flash", False, True)
+
+        def build() -> tuple[object, ...]:
+            return real  # type: ignore[return-value]
+
+        assert declared_tools(key, build) == real  # nothing kept yet: built
+        _declared._stored = None  # the next process
+        declared = declared_tools(key, build)
+        assert all(type(t) is DeclaredTool for t in declared)
+        assert [(t.name, t.display_name, t.kind, t.declaration("gemini-2.5-flash")) for t in declared] == [
+            (t.name, t.display_name, t.kind, t.declaration("gemini-2.5-flash")) for t in real
+        ]
+        assert _declared.loaded_tool(declared[0]) is None  # never made: nothing to release
+        assert _declared.real_tool(declared[0]) is real[0] and _declared.loaded_tool(declared[1]) is real[1]
+        # A source the entry was made from changed: declared afresh (built again).
+        entry = next(iter(_declared._entries().values()))
+        stamps = [list(s) for s in entry[0]]
+        stamps[0][1] -= 1
+        assert not _declared._unchanged(stamps) and _declared._unchanged(entry[0])
+        _declared._stored = None
+        entries = _declared._entries()
+        text = next(iter(entries))
+        entries[text] = ([tuple(s) for s in stamps], entry[1])
+        assert declared_tools(key, build) == real
+    finally:
+        _declared._path = None
+        _declared._stored = None
