@@ -77,7 +77,7 @@ if TYPE_CHECKING:
         signal_group,
         spawn_error,
     )
-    from ._regex import JsRegexError, compile_js_regex, js_regex_to_python
+    from ._regex import JsRegexError, LazyJsRegex, compile_js_regex, js_regex_to_python
     from ._shell import escape_shell_arg, strip_shell_wrapper
     from ._shell_quote import (
         ShellComment,
@@ -143,6 +143,7 @@ __getattr__ = lazy_exports(
         "spawn_error": "._procs",
         "JsRegexError": "._regex",
         "compile_js_regex": "._regex",
+        "LazyJsRegex": "._regex",
         "js_regex_to_python": "._regex",
         "escape_shell_arg": "._shell",
         "strip_shell_wrapper": "._shell",
@@ -193,6 +194,7 @@ __all__ = [
     "split_commands",
     "lazy_exports",
     "LazyPattern",
+    "LazyJsRegex",
     "read_cache_file",
     "write_cache_file",
     "JS_WHITESPACE",

@@ -12,6 +12,7 @@ import re
 import warnings
 
 from ._js import JS_WHITESPACE
+from ._lazy import LazyPattern
 
 _PY_KNOWN_ESCAPES = set("dDwWsSbBnrtfv0123456789xu")
 _JS_SPACE = re.escape(JS_WHITESPACE)
@@ -184,3 +185,26 @@ def compile_js_regex(source: str, *, ignore_case: bool = False) -> re.Pattern[st
             text = text[:1].upper() + text[1:]
         flags = "i" if ignore_case else ""
         raise JsRegexError(f"Invalid regular expression: /{source}/{flags}: {text}") from None
+
+
+class LazyJsRegex(LazyPattern):
+    """``compile_js_regex(source)``, compiled by its first use (a source that compiled
+    before: a policy rule's, read back from the cache). Equal to the pattern it
+    compiles to, as that pattern is to another compiled from the same source."""
+
+    __slots__ = ()
+
+    @property
+    def compiled(self) -> re.Pattern[str]:
+        compiled = self._compiled
+        if compiled is None:
+            compiled = self._compiled = compile_js_regex(self.pattern)
+        return compiled
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazyPattern):
+            other = other.compiled
+        return self.compiled == other
+
+    def __hash__(self) -> int:
+        return hash(self.compiled)

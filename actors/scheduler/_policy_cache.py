@@ -4,14 +4,16 @@ Every session starts with the default policies (seven TOML files, some sixty rul
 the user's. A ``-p hi`` run's policy took 3.6 ms of CPU reading and parsing them,
 checking Gemini CLI's schema and the tool names, and compiling their regexes; from this
 cache 2.0 ms, most of it the regexes, which it cannot keep compiled (median of five
-processes each). ``reuse_parsed_policies`` makes ``load_policy_file`` look a file up here
+processes each); since they are compiled by their first use, a run that calls no tool
+compiles none of them (the session setup 4.0 -> 2.5 ms, with the tools declared
+from their own cache). ``reuse_parsed_policies`` makes ``load_policy_file`` look a file up here
 before it parses it:
 
 - an entry is found by everything the parse depends on: the file (path, device, inode,
   modification and change times, size), its tier, the names of the known tools, and the
   parser itself (size and modification time of the modules that parse: a changed parser
   parses afresh; two installs sharing the cache keep their own entries);
-- an entry holds the rules' fields (a regex as its source, compiled again when read) and
+- an entry holds the rules' fields (a regex as its source, compiled by its first use) and
   the warnings; a file whose rules hold something else (a TOML date) is not kept;
 - the file is named after the interpreter's bytecode, like ``__pycache__`` files, lives
   beside the compiled-methods cache (``$XDG_CACHE_HOME/agentbus``), and is written aside
@@ -32,7 +34,7 @@ from typing import Any
 
 import attrs
 
-from actors.common import compile_js_regex, read_cache_file, write_cache_file
+from actors.common import LazyJsRegex, read_cache_file, write_cache_file
 
 from ._policy_rules import Rule
 
@@ -122,7 +124,8 @@ def _rule(fields: Sequence[Any]) -> Rule:
             values[name] = tuple(values[name])
     if values["tool_annotations"] is not None:
         values["tool_annotations"] = tuple(tuple(pair) for pair in values["tool_annotations"])
-    return Rule(**values, args_pattern=compile_js_regex(source) if source is not None else None)
+    # Compiled when a call is matched against it: a run that calls no tool compiles none.
+    return Rule(**values, args_pattern=LazyJsRegex(source) if source is not None else None)
 
 
 def _parser_stamp() -> tuple[Any, ...]:

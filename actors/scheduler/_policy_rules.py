@@ -17,7 +17,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from actors.common import js_round
+from actors.common import LazyPattern, js_round
 
 Decision = Literal["allow", "deny", "ask_user"]
 DECISIONS: Final = ("allow", "deny", "ask_user")
@@ -153,7 +153,7 @@ class Rule:
     """Approval modes (Gemini's spelling: default, autoEdit, yolo, plan); None = all."""
     interactive: bool | None = None
     """True: interactive runs only; False: headless only; None: both."""
-    args_pattern: re.Pattern[str] | None = None
+    args_pattern: re.Pattern[str] | LazyPattern | None = None
     args_pattern_source: str | None = None
     """The JavaScript source of ``args_pattern`` (as written / built)."""
     allow_redirection: bool = False

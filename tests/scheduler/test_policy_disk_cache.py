@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from actors.common import LazyJsRegex
 from actors.scheduler import _policy_cache, _policy_files
 from actors.scheduler._policy import PolicyEngine
 from actors.scheduler._policy_files import load_policy_file
@@ -76,10 +77,12 @@ def test_the_next_process_gets_what_a_parse_gives_without_parsing(
     new_process()
     again = load_policy_file(policy, tier=4, known_tools=("read_file",))
     assert parsed == [policy]
-    assert again == first
+    pattern = again[0][-1].args_pattern
+    assert isinstance(pattern, LazyJsRegex) and pattern._compiled is None  # compiled by its first use
+    assert again == first  # a pattern equal to the one the parse compiled
     rules, warnings = again
     assert any("read_fiel" in w for w in warnings)  # the typo warning, kept
-    assert rules[-1].args_pattern is not None and rules[-1].args_pattern.search('"file_path":"a/.env"')
+    assert pattern.search('"file_path":"a/.env"') and not pattern.search('"file_path":"a/env"')
     assert rules[0].tool_annotations == (("readOnlyHint", True),)
     # The default policies, as a session builds them.
     engine, _ = PolicyEngine.build(approval_mode="default", interactive=False, settings={})
