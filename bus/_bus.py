@@ -34,7 +34,15 @@ nobody can see a message before its line is written.
 An actor may *answer* some requests in their sender's task (``Bus.answer``): when it is
 idle, a request it can answer at once is answered there and the reply delivered, with
 no task switch; the recording shows the request and its reply as it would have. The
-loop detector answers the turn's checks of each chunk this way.
+loop detector answers the turn's checks of each chunk this way. A sender that *asks*
+(``Bus.ask``) gets such a reply back from the send instead of in its inbox, and may
+publish what the reply lets it show in the same step (``then``): the turn shows a chunk
+the detector let through so.
+
+A ``lag`` observer may take a message *directly* (``Subscription.direct``): while its
+reader waits with nothing queued, the bus offers it the message in the sender's task,
+and one it takes is neither queued nor wakes the reader. A daemon connection's follower
+writes the client's frame so.
 """
 
 from __future__ import annotations

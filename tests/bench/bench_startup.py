@@ -65,6 +65,7 @@ def phases() -> dict[str, float]:
     gc.enable()
     stamp("imports")
     actors.frontends.reuse_parsed_policies()  # as `agentbus` does before the settings
+    actors.frontends.reuse_declared_tools()  # likewise
     settings = workspace_settings()
     stamp("settings")
     args = parse_headless(["-p", "hi", "-m", "gemini-2.5-flash", "--fake-responses", str(FIXTURE), "-o", "json"])
