@@ -16,7 +16,13 @@ from actors.tools._declared import DeclaredTool, declared_tools
 from tests.frontends.daemon._helpers import call_response, text_response, write_responses
 
 ROOT = Path(__file__).resolve().parents[3]
-TOOL_MODULES = ("actors.tools._files", "actors.tools._shell", "actors.tools._read_file", "actors.tools._web_fetch")
+TOOL_MODULES = (
+    "actors.tools._files",
+    "actors.tools._shell",
+    "actors.tools._read_file",
+    "actors.tools._web_fetch",
+    "actors.tools._agents",
+)
 CODE = (
     "import atexit, sys\n"
     "from actors.frontends import main\n"
