@@ -15,7 +15,7 @@ from actors.tools import _declared, builtin_tools
 from actors.tools._declared import DeclaredTool, declared_tools
 from tests.frontends.daemon._helpers import call_response, text_response, write_responses
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 TOOL_MODULES = (
     "actors.tools._files",
     "actors.tools._shell",
