@@ -120,7 +120,7 @@ def declared_tools(key: tuple[Any, ...], build: Callable[[], tuple[Tool, ...]]) 
     else built, and kept for the next process."""
     if _path is None:
         return build()
-    text = repr((sys.version, sys.platform, key))
+    text = repr((_ROOT, sys.version, sys.platform, key))  # two installs keep their own
     entries = _entries()
     entry = entries.get(text)
     if entry is not None and _unchanged(entry[0]):

@@ -684,6 +684,7 @@ class ConnectionActor:
     def _unfollow(self, session_id: str) -> None:
         follower = self._followers.pop(session_id, None)
         if follower is not None:
+            follower.forwarding = False  # nothing more goes out directly, from now
             follower.scope.cancel(reason="unsubscribed")
 
     async def _follow(
