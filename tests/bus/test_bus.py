@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -315,6 +316,26 @@ async def test_a_message_a_tap_has_seen_reaches_its_recipient_whenever_the_sende
         assert next_seq == 1 + len(tapped)
 
 
+class _Steps(trio.abc.Instrument):
+    """Counts the task steps trio runs while it is installed."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def before_task_step(self, task: Any) -> None:
+        self.count += 1
+
+
+@contextlib.contextmanager
+def _counting_steps() -> Iterator[_Steps]:
+    steps = _Steps()
+    trio.lowlevel.add_instrument(steps)
+    try:
+        yield steps
+    finally:
+        trio.lowlevel.remove_instrument(steps)
+
+
 def _check(n: int, text: str = "") -> CheckLoop:
     return CheckLoop(session_id="s", request_id=f"r{n}", reply_to="turn", prompt_id="p", kind="content", text=text)
 
@@ -341,21 +362,13 @@ async def test_an_idle_actor_answers_a_request_in_its_senders_task() -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_idle, loops, inboxed)
         await trio.testing.wait_all_tasks_blocked()
-        steps = 0
-
-        class Count(trio.abc.Instrument):
-            def before_task_step(self, task: Any) -> None:
-                nonlocal steps
-                steps += 1
-
-        trio.lowlevel.add_instrument(count := Count())
-        for n in range(5):
-            await turn.send(_check(n), to="loops")
-            reply = turn.inbox.receive_nowait()  # there already: answered in this task
-            assert isinstance(reply.message, LoopVerdict) and reply.message.request_id == f"r{n}"
-            assert reply.sender == "loops" and reply.recipient == "turn"
-        trio.lowlevel.remove_instrument(count)
-        assert steps <= 5  # the turn's own steps: the loop detector's task never ran
+        with _counting_steps() as steps:
+            for n in range(5):
+                await turn.send(_check(n), to="loops")
+                reply = turn.inbox.receive_nowait()  # there already: answered in this task
+                assert isinstance(reply.message, LoopVerdict) and reply.message.request_id == f"r{n}"
+                assert reply.sender == "loops" and reply.recipient == "turn"
+        assert steps.count <= 5  # the turn's own steps: the loop detector's task never ran
         # One it does not answer goes to its inbox, as does one while it is busy.
         await turn.send(_check(9, "inbox"), to="loops")
         assert (await turn.receive()).message.request_id == "r9"
@@ -421,17 +434,9 @@ async def test_what_an_asker_publishes_on_an_inline_reply_follows_it_without_a_y
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_idle, loops, [])
         await trio.testing.wait_all_tasks_blocked()
-        steps = 0
-
-        class Count(trio.abc.Instrument):
-            def before_task_step(self, task: Any) -> None:
-                nonlocal steps
-                steps += 1
-
-        trio.lowlevel.add_instrument(count := Count())
-        assert await turn.ask(_check(1), to="loops", then=then) is not None
-        trio.lowlevel.remove_instrument(count)
-        assert steps <= 1
+        with _counting_steps() as steps:
+            assert await turn.ask(_check(1), to="loops", then=then) is not None
+        assert steps.count <= 1
         assert await turn.ask(_check(2), to="loops", then=then) is not None
         assert await turn.ask(_check(3, "inbox"), to="loops", then=then) is None
         assert (await turn.receive()).message.request_id == "r3"
