@@ -239,8 +239,10 @@ class Bucket:
         listing left an ordered consumer on the server until its inactivity timeout, so
         a burst of listings ran into the server's consumer limit. Here a pull consumer
         is made for the listing: its count of pending values is exact when it is made
-        (nothing is sent before it is asked for), it is drained to that count and
-        deleted."""
+        (nothing is sent before it is asked for); it is read up to that count, or until
+        nothing is pending (a key deleted meanwhile, seen in that read, is left out), and
+        deleted. A read that times out while values are still pending is an error, not a
+        shorter listing."""
         js = self._link._js
         stream = f"KV_{self.name}"
         prefix = f"$KV.{self.name}."
@@ -256,21 +258,29 @@ class Bucket:
             info = await js.add_consumer(stream, config=config)
             out: dict[str, tuple[bytes, int]] = {}
             try:
-                if not info.num_pending:
+                left = int(info.num_pending or 0)
+                if not left:
                     return out
                 pull = await js.pull_subscribe_bind(info.name, stream)
                 try:
-                    while True:
+                    while left > 0:
                         try:
-                            msgs = await pull.fetch(batch=LISTING_BATCH, timeout=REQUEST_TIMEOUT_S)
+                            msgs = await pull.fetch(batch=min(left, LISTING_BATCH), timeout=REQUEST_TIMEOUT_S)
                         except nats_errors.TimeoutError:
+                            if (await js.consumer_info(stream, info.name)).num_pending:
+                                raise  # the server is slow or gone: no partial listing
                             return out  # what was pending expired meanwhile
                         for msg in msgs:
+                            key = msg.subject[len(prefix) :]
                             headers = msg.headers or {}
-                            if headers.get("KV-Operation") not in ("DEL", "PURGE") and "Nats-Marker-Reason" not in headers:
-                                out[msg.subject[len(prefix) :]] = (bytes(msg.data or b""), int(msg.metadata.sequence.stream))
+                            if headers.get("KV-Operation") in ("DEL", "PURGE") or "Nats-Marker-Reason" in headers:
+                                out.pop(key, None)
+                            else:
+                                out[key] = (bytes(msg.data or b""), int(msg.metadata.sequence.stream))
+                        left -= len(msgs)
                         if not msgs or msgs[-1].metadata.num_pending == 0:
-                            return out
+                            break
+                    return out
                 finally:
                     await pull.unsubscribe()
             finally:
