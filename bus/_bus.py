@@ -378,7 +378,7 @@ class Bus:
                 inbox = self._inboxes.get(to)
                 if inbox is None:
                     raise DeliveryError(f"no actor at {to!r} for {type(message).__name__}")
-            answers = self._answerable(route, message, inbox, to)
+            answers = self._answerable(route, message, inbox, to, extra=0 if then is None else 1)
             # A cancel that came while the lock was awaited stops the send here, before
             # the message is numbered: from here to the recipient's inbox nothing yields (a
             # tap does not) unless a hold or a full ``block`` observer makes it wait, so
@@ -411,9 +411,16 @@ class Bus:
                     route.next_seq += 1
                     await self._observe(route, reply_env)
                     if keep_reply and answers[1] == sender:
-                        follow = then(reply_env) if then is not None else None
+                        try:
+                            follow = then(reply_env) if then is not None else None
+                        except BaseException:
+                            answers[2].send_nowait(reply_env)  # the reply is not lost
+                            raise
                         if follow is not None:
                             assert follow.session_id == message.session_id
+                            if any(o.holds is not None and o.holds(type(follow).__name__) for o in route.observers[:1]):
+                                answers[2].send_nowait(reply_env)
+                                raise RuntimeError(f"{sender}: a {type(follow).__name__} is held: not shown with a reply")
                             follow_env = Envelope(
                                 seq=route.next_seq, session_id=follow.session_id, sender=sender, recipient=None, message=follow
                             )
@@ -434,14 +441,21 @@ class Bus:
         return env, None
 
     def _answerable(
-        self, route: _SessionRoute, message: Message, inbox: trio.MemorySendChannel[Envelope] | None, to: str | None
+        self,
+        route: _SessionRoute,
+        message: Message,
+        inbox: trio.MemorySendChannel[Envelope] | None,
+        to: str | None,
+        *,
+        extra: int = 0,
     ) -> tuple[Answerer, str, trio.MemorySendChannel[Envelope]] | None:
         """The answerer of ``to``, the reply's address and inbox, when ``message`` can be
         answered in the sender's task: ``to`` idle (waiting for its next message, none
         queued), the request naming a ``reply_to`` whose inbox has room, and no observer
-        that would make the two deliveries wait (a tap holding the request, a ``block``
-        one without room for both, or one that is the first to be handed them without a
-        tap before it)."""
+        that would make the deliveries wait (a tap holding the request, a ``block`` one
+        without room for the request, its reply and ``extra`` messages after them — what
+        ``ask``'s ``then`` publishes —, or one that is the first to be handed them
+        without a tap before it)."""
         answer = self._answerers.get(to) if to is not None else None
         if answer is None or inbox is None:
             return None
@@ -465,7 +479,7 @@ class Bus:
                 tapped = True
             elif sub.policy == "block":
                 room = sub._send.statistics()
-                if not tapped or room.current_buffer_used + 2 > room.max_buffer_size:
+                if not tapped or room.current_buffer_used + 2 + extra > room.max_buffer_size:
                     return None
         return answer, reply_to, reply_inbox
 

@@ -581,3 +581,26 @@ async def test_a_direct_observer_takes_messages_in_the_senders_task_only_while_i
         await trio.testing.wait_all_tasks_blocked()
         assert calls == [2, 3, 4, 5] and read == [1, 3, 4, 5, 6]
         nursery.cancel_scope.cancel()
+
+
+async def test_an_ask_whose_shown_event_would_wait_goes_the_usual_way() -> None:
+    """A ``block`` observer with room for the request and its reply but not for what
+    ``then`` shows: not answered inline (the send would wait holding the lock, and a
+    cancel there would lose the recorded reply); the reply comes to the inbox."""
+    bus = Bus()
+    turn = bus.connect("turn")
+    loops = bus.connect("loops")
+    loops.answer(_verdict)
+    slow = bus.subscribe("s", "slow", policy="block", capacity=2)
+    bus.subscribe("s", "recorder", capacity=math.inf, tap=lambda env: False)
+    inboxed: list[str] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_idle, loops, inboxed)
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.fail_after(1):
+            shown = TextStreamed(session_id="s", turn_id="t", text="x")
+            assert await turn.ask(_check(1), to="loops", then=lambda reply: shown) is None
+            assert slow.receive.receive_nowait().message.request_id == "r1"  # room made
+            assert (await turn.receive()).message.request_id == "r1"
+        nursery.cancel_scope.cancel()
+    assert inboxed == ["inbox:r1"]
