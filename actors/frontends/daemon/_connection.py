@@ -564,6 +564,8 @@ class ConnectionActor:
                 except DeliveryError:
                     pass  # the call ended meanwhile (its session closed)
             case Prompt():
+                # First, so that the session's state is checked after the wait.
+                await after_work_in_flight()
                 live = core.running(msg.session_id)
                 self._refuse_if_stopping(live)
                 assert live.addrs is not None
@@ -572,7 +574,6 @@ class ConnectionActor:
                     # An image alone (no text) is not preceded by an empty text part.
                     expanded = await self._prompt_parts(msg.text, live) if msg.text or not msg.attachments else ()
                     parts = (*expanded, *msg.attachments)
-                await after_work_in_flight()
                 await port.send(
                     SubmitPrompt(session_id=msg.session_id, prompt_id=msg.request_id, parts=parts, display_text=msg.text),
                     to=live.addrs.session,
