@@ -88,17 +88,24 @@ class DeclaredTool:
         return declared  # type: ignore[no-any-return]
 
     def real(self) -> Tool:
-        return self._loader.load()[self.name]
+        tool = self._loader.load().get(self.name)
+        if tool is None:  # a cache another version wrote: its entry is not used again
+            raise LookupError(f"the built-in tool {self.name!r} is not made by this version of agentbus")
+        return tool
 
     def loaded(self) -> Tool | None:
         """The real tool if it was made (else none of these tools ran a call, and it
         holds nothing)."""
-        return None if self._loader.tools is None else self._loader.tools[self.name]
+        return None if self._loader.tools is None else self._loader.tools.get(self.name)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        return getattr(self.real(), name)
+        try:
+            real = self.real()
+        except LookupError as exc:  # what ``getattr(tool, name, default)`` expects
+            raise AttributeError(f"{name}: {exc}") from exc
+        return getattr(real, name)
 
     def __repr__(self) -> str:
         return f"DeclaredTool({self.name!r})"
@@ -120,14 +127,20 @@ def declared_tools(key: tuple[Any, ...], build: Callable[[], tuple[Tool, ...]]) 
     else built, and kept for the next process."""
     if _path is None:
         return build()
+    if not _tool_sources():
+        return build()  # an install without its sources: a changed tool could not be told
     text = repr((_ROOT, sys.version, sys.platform, key))  # two installs keep their own
     entries = _entries()
-    entry = entries.get(text)
-    if entry is not None and _unchanged(entry[0]):
-        loader = _Loader(build)
-        return tuple(
-            DeclaredTool(loader, name, display, kind, {key[0]: declaration}) for name, display, kind, declaration in entry[1]
-        )
+    try:
+        entry = entries.get(text)
+        if entry is not None and _unchanged(entry[0]):
+            loader = _Loader(build)
+            return tuple(
+                DeclaredTool(loader, str(name), str(display), str(kind), {key[0]: dict(declaration)})
+                for name, display, kind, declaration in entry[1]
+            )
+    except (TypeError, ValueError, KeyError, IndexError):  # an entry of another shape is as good as none
+        pass
     before = set(sys.modules)
     tools = build()
     _store(text, key[0], tools, [m for m in sys.modules if m not in before])

@@ -155,8 +155,8 @@ class ExecutorActor:
             )
 
         tool = self.tools.get(run.name)
-        if tool is not None:
-            tool = real_tool(tool)
+        made = None
+        """The tool that runs the call (a declared tool's real one, made by its first use)."""
         result = ToolResult(cancelled=True, llm_content="".join(live))
         with scope:
             if tool is None:
@@ -166,6 +166,7 @@ class ExecutorActor:
                 )
             else:
                 try:
+                    made = real_tool(tool)
                     env = self.env
                     if run.approval_mode or run.model:
                         env = attrs.evolve(env, approval_mode=run.approval_mode, active_model=run.model)
@@ -173,10 +174,10 @@ class ExecutorActor:
                         env = attrs.evolve(env, user_call=True)
                     if env.terminal_access is not None and self._terminal_client() is None:
                         env = attrs.evolve(env, terminal_access=None)  # no editor serves terminals now
-                    result = await _execute(tool, thaw(run.args), env, output, run.call_id)
+                    result = await _execute(made, thaw(run.args), env, output, run.call_id)
                     if not isinstance(result, ToolResult):
                         raise TypeError(f"the tool returned {type(result).__name__}, not a ToolResult")
-                    if getattr(tool, "truncates_text_result", False):
+                    if getattr(made, "truncates_text_result", False):
                         result = truncated_text_result(result, run.name, run.call_id, env)
                 except Exception as exc:  # a crashing tool is that call's error, not ours
                     result = ToolResult(
@@ -187,7 +188,7 @@ class ExecutorActor:
             # A tool that says what a cancelled call gives the model (the shell: Gemini's
             # text; a replay: the recorded result) answers it (``cancelled_result(streamed,
             # call_id)``); otherwise the output streamed until the cancel.
-            cancelled = getattr(tool, "cancelled_result", None)
+            cancelled = getattr(made, "cancelled_result", None)
             if cancelled is not None:
                 result = cancelled("".join(live), run.call_id)
             else:

@@ -114,3 +114,35 @@ def test_declared_tools_answer_as_the_real_ones_and_a_changed_source_declares_af
     finally:
         _declared._path = None
         _declared._stored = None
+
+
+def test_a_cache_of_another_shape_or_version_is_as_good_as_none(tmp_path: Path) -> None:
+    import marshal
+
+    path = tmp_path / "tools.marshal"
+    real = builtin_tools("gemini-2.5-flash")
+    _declared.reuse_declared_tools(str(path))
+    try:
+        key = ("gemini-2.5-flash", False, False)
+        declared_tools(key, lambda: real)  # kept
+        ((text, (stamps, rows)),) = marshal.loads(path.read_bytes()).items()
+        for broken in ((stamps, [(*row, "a later field") for row in rows]), 5, (stamps, None)):
+            path.write_bytes(marshal.dumps({text: broken}))
+            _declared._stored = None
+            assert declared_tools(key, lambda: real) == real  # built, not crashed
+        # A name this version does not make (another version's entry): its use is an
+        # error of that use, and what asks with a default gets the default.
+        path.write_bytes(marshal.dumps({text: (stamps, [("no_such_tool", "X", "read", {"name": "no_such_tool"})])}))
+        _declared._stored = None
+        (ghost,) = declared_tools(key, lambda: real)
+        assert ghost.name == "no_such_tool" and getattr(ghost, "close_session", None) is None
+        assert _declared.loaded_tool(ghost) is None
+        try:
+            _declared.real_tool(ghost)
+        except LookupError as exc:
+            assert "no_such_tool" in str(exc)
+        else:
+            raise AssertionError("a tool this version does not make was made")
+    finally:
+        _declared._path = None
+        _declared._stored = None
