@@ -124,7 +124,11 @@ def _rule(fields: Sequence[Any]) -> Rule:
             values[name] = tuple(values[name])
     if values["tool_annotations"] is not None:
         values["tool_annotations"] = tuple(tuple(pair) for pair in values["tool_annotations"])
-    # Compiled when a call is matched against it: a run that calls no tool compiles none.
+    if source is not None and not isinstance(source, str):
+        raise TypeError("a rule's pattern of another shape")  # the entry is not used
+    # Compiled when a call is matched against it: a run that calls no tool compiles none
+    # (a source the parse compiled: the parser's stamp, the interpreter's included, keys
+    # the entry).
     return Rule(**values, args_pattern=LazyJsRegex(source) if source is not None else None)
 
 
