@@ -527,13 +527,16 @@ class Bus:
                     first = False
         except BaseException:
             # Cancelled while a later ``block`` observer's buffer was full (the first
-            # has the message: it is recorded): the ones after it miss it. One that
-            # names types would take the gap for the filter's; it is told it lagged
-            # (it resyncs from the recording).
+            # has the message: it is recorded): that one misses it, and so would those
+            # after it. The ``lag`` ones are handed it still (it never waits): one that
+            # names types would take a gap for the filter's, and one only marked as
+            # lagged, its reader waiting with nothing queued, would not be woken to
+            # resync while the messages after were dropped for it.
             if not first:
                 for sub in observers[offered:]:
-                    if sub.policy == "lag" and sub.wants is not None and sub.wants(name) and sub.lagged_from is None:
-                        sub.lagged_from = env.seq
+                    if sub.policy == "lag" and (sub.wants is None or sub.wants(name)):
+                        sub.position = env.seq + 1
+                        sub._hand(env)
             raise
 
     def _route(self, session_id: str) -> _SessionRoute:
