@@ -836,10 +836,7 @@ class ConnectionActor:
             size = 0
             ended = False
             while True:
-                if env.seq > expected and sub.wants is not None and expected >= sub.since:
-                    # The bus passed by the messages between (none is wanted): from
-                    # ``since`` on, a missed one shows as ``lagged_from`` first.
-                    expected = env.seq
+                expected = _next_due(sub, expected, env)
                 if env.seq > expected:
                     # Missing messages come from the recording, before this one.
                     if batch:
@@ -848,8 +845,7 @@ class ConnectionActor:
                         batch, size = [], 0
                     expected = await self._catch_up(cursor, expected, env.seq, wanted, live)
                 if env.seq >= expected:
-                    # A subscription that names its types was handed only those.
-                    if sub.wants is not None or wanted(type(env.message).__name__):
+                    if _shown(sub, wanted, env):
                         frame = encoded_frame(live, env)
                         batch.append(frame)
                         size += len(frame)
@@ -876,14 +872,9 @@ class ConnectionActor:
         False leaves the message to it."""
         if not follower.forwarding or self.in_stream_first:
             return False
-        expected = follower.expected
-        if env.seq > expected and sub.wants is not None and expected >= sub.since:
-            expected = env.seq  # the types between were passed by (see ``_forward``)
-        if env.seq != expected:
-            return False
-        if (sub.wants is not None or wanted(type(env.message).__name__)) and not self._outbox.put_nowait(
-            encoded_frame(live, env)
-        ):
+        if env.seq != _next_due(sub, follower.expected, env):
+            return False  # a gap: ``_forward`` catches up from the recording first
+        if _shown(sub, wanted, env) and not self._outbox.put_nowait(encoded_frame(live, env)):
             return False
         follower.expected = env.seq + 1
         return True
@@ -965,6 +956,21 @@ def encoded_frame(live: LiveSession, env: Envelope) -> bytes:
     elif frames and live.subscribers <= 1:
         frames.clear()
     return frame
+
+
+def _next_due(sub: Any, expected: int, env: Envelope) -> int:
+    """The sequence number due next once ``env`` came: ``expected``, or ``env``'s own for
+    a subscription that names its types, which the bus passed the others by (from
+    ``since`` on, a missed one shows as ``lagged_from`` first)."""
+    if env.seq > expected and sub.wants is not None and expected >= sub.since:
+        return int(env.seq)
+    return expected
+
+
+def _shown(sub: Any, wanted: Any, env: Envelope) -> bool:
+    """Whether the client is sent ``env`` (a subscription that names its types was
+    handed only those)."""
+    return sub.wants is not None or bool(wanted(type(env.message).__name__))
 
 
 class _Closed(Exception):
