@@ -72,6 +72,11 @@ _RELEASED = 1 << 62
 ALL_SESSIONS = "*"
 
 
+def _held_by_tap(route: _SessionRoute, message: Message) -> bool:
+    """Whether the session's first observer holds ``message``'s type (a sync point)."""
+    return any(o.holds is not None and o.holds(type(message).__name__) for o in route.observers[:1])
+
+
 @attrs.define(eq=False)
 class _SessionRoute:
     next_seq: int = 1
@@ -384,48 +389,18 @@ class Bus:
             # tap does not) unless a hold or a full ``block`` observer makes it wait, so
             # a message a tap recorded is delivered too.
             await trio.lowlevel.checkpoint_if_cancelled()
-            env = Envelope(
-                seq=route.next_seq,
-                session_id=message.session_id,
-                sender=sender,
-                recipient=to,
-                message=message,
-            )
-            route.next_seq += 1
-            await self._observe(route, env)
+            env = await self._numbered(route, message, sender, to)
             if answers is not None:
                 reply = answers[0](env)
                 if reply is not None:
                     # Answered in this task (see ``answer``): the reply follows the
                     # request, observed and delivered without a yield.
                     assert to is not None and reply.session_id == message.session_id
-                    if any(o.holds is not None and o.holds(type(reply).__name__) for o in route.observers[:1]):
+                    if _held_by_tap(route, reply):
                         raise RuntimeError(f"{to}: a {type(reply).__name__} is held: not an answer")
-                    reply_env = Envelope(
-                        seq=route.next_seq,
-                        session_id=reply.session_id,
-                        sender=to,
-                        recipient=answers[1],
-                        message=reply,
-                    )
-                    route.next_seq += 1
-                    await self._observe(route, reply_env)
+                    reply_env = await self._numbered(route, reply, to, answers[1])
                     if keep_reply and answers[1] == sender:
-                        try:
-                            follow = then(reply_env) if then is not None else None
-                        except BaseException:
-                            answers[2].send_nowait(reply_env)  # the reply is not lost
-                            raise
-                        if follow is not None:
-                            assert follow.session_id == message.session_id
-                            if any(o.holds is not None and o.holds(type(follow).__name__) for o in route.observers[:1]):
-                                answers[2].send_nowait(reply_env)
-                                raise RuntimeError(f"{sender}: a {type(follow).__name__} is held: not shown with a reply")
-                            follow_env = Envelope(
-                                seq=route.next_seq, session_id=follow.session_id, sender=sender, recipient=None, message=follow
-                            )
-                            route.next_seq += 1
-                            await self._observe(route, follow_env)
+                        await self._show_after(route, reply_env, answers[2], sender, then)
                         return env, reply_env
                     answers[2].send_nowait(reply_env)
                     inbox = None
@@ -439,6 +414,38 @@ class Bus:
         finally:
             lock.release()
         return env, None
+
+    async def _numbered(self, route: _SessionRoute, message: Message, sender: str, to: str | None) -> Envelope:
+        """``message`` numbered next in its session and handed to its observers."""
+        env = Envelope(seq=route.next_seq, session_id=message.session_id, sender=sender, recipient=to, message=message)
+        route.next_seq += 1
+        await self._observe(route, env)
+        return env
+
+    async def _show_after(
+        self,
+        route: _SessionRoute,
+        reply_env: Envelope,
+        reply_inbox: trio.MemorySendChannel[Envelope],
+        sender: str,
+        then: Follow | None,
+    ) -> None:
+        """``ask``'s ``then``: what the sender shows on the reply, numbered right after
+        it. A ``then`` that raises, or shows a type the tap holds, leaves the reply in
+        the sender's inbox (it is recorded: it is not lost)."""
+        if then is None:
+            return
+        try:
+            follow = then(reply_env)
+            if follow is not None:
+                assert follow.session_id == reply_env.session_id
+                if _held_by_tap(route, follow):
+                    raise RuntimeError(f"{sender}: a {type(follow).__name__} is held: not shown with a reply")
+        except BaseException:
+            reply_inbox.send_nowait(reply_env)
+            raise
+        if follow is not None:
+            await self._numbered(route, follow, sender, None)
 
     def _answerable(
         self,
