@@ -350,6 +350,14 @@ def _verdict(env: Any) -> LoopVerdict | None:
     return LoopVerdict(session_id="s", request_id=env.message.request_id) if env.message.text != "inbox" else None
 
 
+def _turn_and_detector(bus: Bus, *, turn_capacity: int | None = None) -> tuple[Any, Any]:
+    """A turn's port and a loop detector's that answers its checks (``_verdict``)."""
+    turn = bus.connect("turn") if turn_capacity is None else bus.connect("turn", capacity=turn_capacity)
+    loops = bus.connect("loops")
+    loops.answer(_verdict)
+    return turn, loops
+
+
 async def _idle(port: Any, answered: list[str]) -> None:
     async for env in port:
         answered.append(f"inbox:{env.message.request_id}")
@@ -358,9 +366,7 @@ async def _idle(port: Any, answered: list[str]) -> None:
 
 async def test_an_idle_actor_answers_a_request_in_its_senders_task() -> None:
     bus = Bus()
-    turn = bus.connect("turn")
-    loops = bus.connect("loops")
-    loops.answer(_verdict)
+    turn, loops = _turn_and_detector(bus)
     lines: list[str] = []
     bus.subscribe("s", "recorder", capacity=math.inf, tap=lambda env: lines.append(type(env.message).__name__) or False)
     client = bus.subscribe("s", "client", policy="block", capacity=100)  # after a tap, with room: no wait
@@ -395,9 +401,7 @@ async def test_an_asked_request_answered_in_the_senders_task_hands_the_reply_bac
             answers_inline = inline
 
         bus = Ordering()
-        turn = bus.connect("turn")
-        loops = bus.connect("loops")
-        loops.answer(_verdict)
+        turn, loops = _turn_and_detector(bus)
         lines: list[tuple[int, str]] = []
         bus.subscribe("s", "recorder", capacity=math.inf, tap=lambda env, lines=lines: lines.append((env.seq, type(env.message).__name__)) or False)
         inboxed: list[str] = []
@@ -425,9 +429,7 @@ async def test_what_an_asker_publishes_on_an_inline_reply_follows_it_without_a_y
     right after the reply, in the asker's one task step; none when ``then`` says so, and
     ``then`` is not called for a reply that comes through the inbox."""
     bus = Bus()
-    turn = bus.connect("turn")
-    loops = bus.connect("loops")
-    loops.answer(_verdict)
+    turn, loops = _turn_and_detector(bus)
     lines: list[tuple[int, str, str]] = []
     bus.subscribe("s", "recorder", capacity=math.inf, tap=lambda env: lines.append((env.seq, type(env.message).__name__, env.sender)) or False)
     shown = TextStreamed(session_id="s", turn_id="t", text="shown")
@@ -461,9 +463,7 @@ async def test_what_an_asker_publishes_on_an_inline_reply_follows_it_without_a_y
 
 async def test_a_request_goes_to_the_inbox_when_the_actor_is_busy_or_the_reply_could_wait() -> None:
     bus = Bus()
-    turn = bus.connect("turn", capacity=1)
-    loops = bus.connect("loops")
-    loops.answer(_verdict)
+    turn, loops = _turn_and_detector(bus, turn_capacity=1)
     inboxed: list[str] = []
     # Not idle (nobody reads its inbox): the inbox.
     await turn.send(_check(1), to="loops")
@@ -512,9 +512,7 @@ async def test_a_replays_bus_has_every_request_answered_from_the_inbox() -> None
         answers_inline = False
 
     bus = Ordering()
-    turn = bus.connect("turn")
-    loops = bus.connect("loops")
-    loops.answer(_verdict)
+    turn, loops = _turn_and_detector(bus)
     inboxed: list[str] = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_idle, loops, inboxed)
@@ -594,9 +592,7 @@ async def test_an_ask_whose_shown_event_would_wait_goes_the_usual_way() -> None:
     ``then`` shows: not answered inline (the send would wait holding the lock, and a
     cancel there would lose the recorded reply); the reply comes to the inbox."""
     bus = Bus()
-    turn = bus.connect("turn")
-    loops = bus.connect("loops")
-    loops.answer(_verdict)
+    turn, loops = _turn_and_detector(bus)
     slow = bus.subscribe("s", "slow", policy="block", capacity=2)
     bus.subscribe("s", "recorder", capacity=math.inf, tap=lambda env: False)
     inboxed: list[str] = []
