@@ -146,3 +146,39 @@ def test_a_cache_of_another_shape_or_version_is_as_good_as_none(tmp_path: Path) 
     finally:
         _declared._path = None
         _declared._stored = None
+
+
+async def test_declared_tools_on_the_live_backend(tmp_path: Path) -> None:
+    """``agentbus -p`` on the live backend (google-genai over HTTP to the fake Gemini
+    server), twice in one home: the second run declares the tools from the cache the
+    first kept; the model is sent the same declarations, and the call runs the real
+    tool with the same result."""
+    import trio
+
+    from actors.gateway import FakeEntry
+    from tests.fakes.gemini_server import FakeGeminiServer
+    from tests.gateway.test_headless_live import agentbus
+    from tests.gateway.test_live_faults import stream
+
+    call = FakeEntry(
+        "generateContentStream",
+        [{"candidates": [{"content": {"role": "model", "parts": [{"functionCall": {"name": "read_file", "args": {"file_path": "notes.txt"}}}]}, "finishReason": "STOP"}]}],
+        0,
+    )
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "notes.txt").write_text("milk\neggs\n")
+    runs = []
+    for _ in range(2):
+        server = FakeGeminiServer([call, stream("done")])
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.run)
+            env = {"GEMINI_API_KEY": "not-a-key", "GOOGLE_GEMINI_BASE_URL": server.base_url}
+            run = await agentbus(tmp_path, "-p", "read my notes", "-m", "gemini-2.5-flash", "-o", "stream-json", "--yolo", env=env)
+            nursery.cancel_scope.cancel()
+        assert run.code == 0, run.stderr
+        results = [{k: v for k, v in e.items() if k not in ("timestamp", "tool_id")} for e in run.events() if e["type"] == "tool_result"]
+        runs.append((results, [r.body.get("tools") for r in server.requests]))
+        assert list((tmp_path / "home" / ".cache" / "agentbus").glob("tools-*.marshal"))
+    (first_results, first_tools), (second_results, second_tools) = runs
+    assert first_results == second_results and first_results[0]["status"] == "success"
+    assert first_tools == second_tools and first_tools[0]
