@@ -16,7 +16,10 @@ def read_cache_file(path: str) -> Any:
     """What ``path`` holds; None when it cannot be read or is not ``marshal`` data."""
     try:
         with open(path, "rb") as f:
-            return marshal.load(f)
+            data = f.read()
+        # Whole, then decoded: ``marshal.load`` on a file reads it in small pieces, about
+        # ten times slower (2 ms instead of 0.2 for the policies' cache).
+        return marshal.loads(data)
     except (OSError, EOFError, ValueError, TypeError):
         return None
 

@@ -148,7 +148,8 @@ def _with_type_hash(code: CodeType, stored: int, current: int) -> CodeType:
 def _read(path: str) -> dict[str, Entry]:
     try:
         with open(path, "rb") as f:
-            stored = marshal.load(f)
+            data = f.read()
+        stored = marshal.loads(data)  # not ``marshal.load(f)``: it reads in small pieces
     except (OSError, EOFError, ValueError, TypeError):
         return {}
     if not isinstance(stored, dict):
