@@ -15,6 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PRELUDE = """
 import sys
+if "--attrs-first" in sys.argv:
+    import attrs  # the cache turned on after attrs was imported, not before
 import actors.frontends._compiled_methods as cached
 compiled = []
 _compile = compile
@@ -42,7 +44,7 @@ def shape(code):
 
 shapes = {}
 for name, module in list(sys.modules.items()):
-    if name.startswith(("actors", "bus", "trio")):
+    if name.startswith(("actors", "bus", "trio", "attr")):
         for cls in vars(module).values():
             if isinstance(cls, type) and attrs.has(cls):
                 for method, f in vars(cls).items():
@@ -53,10 +55,13 @@ print(len(shapes), len(compiled), hashlib.sha256(repr(sorted(shapes.items())).en
 """
 
 
-def run(code: str, cache: Path | str, seed: int, *args: str) -> list[str]:
+def run(code: str, cache: Path | str, seed: int, *args: str, attrs_first: bool = False) -> list[str]:
+    """``code`` after the prelude in a fresh process; with ``attrs_first``, attrs is
+    imported before the cache is turned on (only the classes ``code`` makes are counted)."""
     env = {**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH": str(ROOT)}
+    flag = ["--attrs-first"] if attrs_first else []
     done = subprocess.run(
-        [sys.executable, "-c", PRELUDE + code, str(cache), *args],
+        [sys.executable, "-c", PRELUDE + code, str(cache), *args, *flag],
         env=env,
         capture_output=True,
         text=True,
@@ -72,11 +77,33 @@ def test_methods_from_the_cache_are_the_ones_attrs_compiles(tmp_path: Path) -> N
     assert int(filled) > 150 and int(compiles) > 100, (filled, compiles)
     assert cache.exists()
     # Another process, other string hashes (attrs' __hash__ starts from a hash of the
-    # class's name): nothing compiled, and the same code as compiling it there.
+    # class's name): nothing compiled, attrs' own classes (its validators...) included,
+    # and the same code as compiling it there.
     reused = run(METHODS, cache, 2)
     without = run(METHODS, "-", 2)
     assert reused[1] == "0"
     assert reused[0] == without[0] and reused[2] == without[2]
+    # Turned on after attrs was imported: attrs' own classes were compiled without it
+    # (not counted), the rest come from the cache, the same code.
+    late = run(METHODS, cache, 3, attrs_first=True)
+    without = run(METHODS, "-", 3)
+    assert late[1] == "0" and late[0] == without[0] and late[2] == without[2]
+
+
+def test_attrs_own_classes_come_from_the_cache_when_it_is_on_before_attrs(tmp_path: Path) -> None:
+    cache = tmp_path / "methods.marshal"
+    own = """
+import attr
+modules = sorted({name.rsplit(".", 1)[0].split(" ")[-1] for name in compiled})
+valid = attr.validators.instance_of(int)
+print(",".join(modules) or "-", type(attr._make.__loader__).__name__, valid)
+"""
+    modules, loader, *_ = run(own, cache, 1)
+    # attrs' own classes (its validators) made through the cache, attrs' loader its own
+    assert "attr.validators" in modules.split(","), modules
+    assert loader == "SourceFileLoader"
+    modules, _, *valid = run(own, cache, 2)
+    assert modules == "-" and " ".join(valid) == "<instance_of validator for type <class 'int'>>"
 
 
 def test_a_changed_class_is_compiled_afresh(tmp_path: Path) -> None:
@@ -88,9 +115,9 @@ Point = attrs.make_class("Point", fields, frozen=True)
 point = Point(*range(len(fields)))
 print(point, hash(point) == hash(Point(*range(len(fields)))), len(compiled))
 """
-    assert run(define, cache, 1, "x,y") == ["Point(x=0,", "y=1)", "True", "1"]
-    assert run(define, cache, 2, "x,y") == ["Point(x=0,", "y=1)", "True", "0"]
-    assert run(define, cache, 3, "x,y,z") == ["Point(x=0,", "y=1,", "z=2)", "True", "1"]
+    assert run(define, cache, 1, "x,y", attrs_first=True) == ["Point(x=0,", "y=1)", "True", "1"]
+    assert run(define, cache, 2, "x,y", attrs_first=True) == ["Point(x=0,", "y=1)", "True", "0"]
+    assert run(define, cache, 3, "x,y,z", attrs_first=True) == ["Point(x=0,", "y=1,", "z=2)", "True", "1"]
 
 
 def test_a_cache_that_cannot_be_read_is_as_good_as_none(tmp_path: Path) -> None:
@@ -101,11 +128,11 @@ import attrs
 Point = attrs.make_class("Point", ["x"], frozen=True)
 print(Point(x=1), len(compiled))
 """
-    assert run(define, cache, 1) == ["Point(x=1)", "1"]
-    assert run(define, cache, 1) == ["Point(x=1)", "0"]  # rewritten by the first
+    assert run(define, cache, 1, attrs_first=True) == ["Point(x=1)", "1"]
+    assert run(define, cache, 1, attrs_first=True) == ["Point(x=1)", "0"]  # rewritten by the first
     unwritable = tmp_path / "file" / "methods.marshal"
     (tmp_path / "file").write_text("a file where the cache's directory would be")
-    assert run(define, unwritable, 1) == ["Point(x=1)", "1"]
+    assert run(define, unwritable, 1, attrs_first=True) == ["Point(x=1)", "1"]
 
 
 def test_the_cache_lives_in_the_users_cache_directory(
@@ -133,10 +160,10 @@ for name in sys.argv[2].split(","):
     attrs.make_class(name, ["x"], frozen=True)
 print(len(compiled))
 """
-    assert run(define, cache, 1, "A,B", "10") == ["2"]
-    assert run(define, cache, 1, "C", "10") == ["1"]
+    assert run(define, cache, 1, "A,B", "10", attrs_first=True) == ["2"]
+    assert run(define, cache, 1, "C", "10", attrs_first=True) == ["1"]
     with open(cache, "rb") as f:
         assert sorted(marshal.load(f)) == [f"<attrs generated methods __main__.{n}>" for n in "ABC"]
-    assert run(define, cache, 1, "B,D", "2") == ["1"]  # B from the file, D compiled: 4 > 2
+    assert run(define, cache, 1, "B,D", "2", attrs_first=True) == ["1"]  # B from the file, D compiled: 4 > 2
     with open(cache, "rb") as f:
         assert sorted(marshal.load(f)) == [f"<attrs generated methods __main__.{n}>" for n in "BD"]
