@@ -33,7 +33,10 @@ all of them in a row), and the bus *holds* the sync points for the recorder
 client's catch-up from the file stops before it: ``Bus.held``), and the session's next
 message waits. Under a virtual clock (``trio.testing.MockClock``, as
 replays and tests run) a thread would let the clock jump while the disk works: there the
-fsync runs inline, blocking the event loop.
+fsync runs inline, blocking the event loop. So it does for a process that serves one
+session (``agentbus -p``, ``agentbus tool``: ``sync_inline``), whose loop has nothing to
+do meanwhile but wait for that fsync: handing it to a thread cost such a run more than
+the fsync itself (a `-p hi` run 2.7 ms of wall time: the thread's start and two hand-overs).
 
 **Failure.** A write that fails (disk full, permissions, a vanished directory) raises
 ``RecorderError`` naming the file and the cause; nothing is dropped silently.
@@ -92,8 +95,11 @@ class RecorderActor:
         wall_clock: Callable[[], str] = wall_clock_iso,
         scrubber: Scrubber | None = None,
         open_sink: Callable[[Path], Sink] = FileSink,
+        sync_inline: bool = False,
     ) -> None:
         self.bus = bus
+        self.sync_inline = sync_inline
+        """fsync in the sender's task, as under a virtual clock (see "Durability")."""
         self.session_id = session_id
         self.path = path
         self.meta = dict(meta or {})
@@ -152,7 +158,7 @@ class RecorderActor:
         # anyone else has it (module doc). This task fsyncs the sync points the tap
         # hands over, raises what the tap could not do (in this task: the sender is
         # not to blame), and ends after the session's last message.
-        off_loop = not _virtual_clock()
+        off_loop = not (self.sync_inline or _virtual_clock())
         failed: list[Exception] = []
 
         def tap(env: Envelope) -> bool:

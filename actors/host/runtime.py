@@ -46,6 +46,9 @@ class SessionConfig:
     classifier_request: Callable[[Sequence[Any]], tuple[Any, Mapping[str, Any]]] | None
     history: tuple[Any, ...] = ()
     recording: Path | None = None
+    sync_recording_inline: bool = False
+    """fsync the recording on the event loop, not in a worker thread: a process that
+    serves this session alone (``RecorderActor``'s ``sync_inline``)."""
     gateway_address: str = "gateway"
     file_access_address: str | None = None
     """A client that serves the session's files (``ReadTextFile``/``WriteTextFile``,
@@ -267,6 +270,7 @@ async def supervise_session(
                     path=cfg.recording,
                     meta=recording_meta(cfg),
                     scrubber=cfg.scrubber or (session_scrubber(cfg.secrets) if cfg.secrets else None),
+                    sync_inline=cfg.sync_recording_inline,
                 ).run
             )
         for kind in kinds:

@@ -356,6 +356,7 @@ def session_config(
     mcp_allowed_names: Sequence[str] | None = None,
     mcp_extra: Sequence[Any] = (),
     settings_from_files: bool = False,
+    own_process: bool = False,
 ) -> runtime.SessionConfig:
     """The ``SessionConfig`` that ``actors.host.opening.open_session`` opens: the
     setup's registry, policy and hooks, the turn guards of ``settings``, the MCP servers
@@ -363,7 +364,8 @@ def session_config(
     a client's own, ``mcp_config.McpServerConfig`` entries; ``settings_from_files``: the
     settings are the workspace's files merged, so ``mcp.allowed``/``mcp.excluded`` are
     consolidated across them as Gemini CLI does), and ``secrets`` (besides this
-    process's keys) scrubbed from the recording."""
+    process's keys) scrubbed from the recording. ``own_process``: the process serves
+    this session alone (``-p``, ``agentbus tool``), which fsyncs its recording inline."""
     max_turns = _settings.get(settings, "model.maxSessionTurns", -1)
     mcp: dict[str, Any] = {}
     if mcp_extra or settings.get("mcpServers") or _settings.get(settings, "mcp.serverCommand"):
@@ -388,6 +390,7 @@ def session_config(
         classifier_request=classifier_request,
         history=tuple(history),
         recording=recording,
+        sync_recording_inline=own_process,
         gateway_address=GATEWAY_ADDRESS,
         interactive=setup.interactive,
         max_session_turns=int(max_turns) if isinstance(max_turns, int) else -1,

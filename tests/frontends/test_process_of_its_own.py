@@ -155,3 +155,49 @@ def test_a_headless_run_of_its_own_leaves_without_teardown(tmp_path: Path) -> No
     embedded = code.replace("main())", "main(sys.argv[1:]))")
     done = python(embedded, cwd=tmp_path, env=env)
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
+
+
+FSYNCS = """
+import sys, threading
+from actors.recording import _write
+loop_thread = threading.get_ident()
+where = []
+_fsync = _write.FileSink.fsync
+def fsync(self):
+    where.append("loop" if threading.get_ident() == loop_thread else "thread")
+    _fsync(self)
+_write.FileSink.fsync = fsync
+from actors.frontends import main
+status = main(sys.argv[1:])
+print()
+print(status, *where)
+"""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["-p", "hi", "-m", "gemini-2.5-flash", "--fake-responses", str(HI), "-o", "json"],
+        ["tool", "read_file", "--args", '{"file_path": "notes.txt"}'],
+    ],
+    ids=["headless", "tool"],
+)
+def test_a_process_serving_one_session_fsyncs_its_recording_on_the_loop(tmp_path: Path, command: list[str]) -> None:
+    # A daemon's sessions fsync in a worker thread (tests/recorder/test_recorder.py): its
+    # loop serves the others meanwhile. A run of its own has nothing else to serve.
+    (tmp_path / "notes.txt").write_text("a note\n")
+    home = tmp_path / "home"
+    env = {"HOME": str(home), "GEMINI_CLI_HOME": str(home), "AGENTBUS_DATA_DIR": str(home / "data"), "GEMINI_API_KEY": "k"}
+    done = subprocess.run(
+        [sys.executable, "-c", FSYNCS, *command],
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    status, *where = done.stdout.splitlines()[-1].split()  # after the run's own output
+    assert status == "0", (done.stdout, done.stderr)
+    assert len(where) >= 2 and set(where) == {"loop"}, where  # the meta line's, the close's...
+    recordings = list((home / "data").rglob("*.jsonl"))
+    assert len(recordings) == 1 and '"SessionClosed"' in recordings[0].read_text()

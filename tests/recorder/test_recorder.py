@@ -76,6 +76,8 @@ class CountingSink:
         self.inner = FileSink(path)
         self.lines: list[str] = []
         self.syncs: list[int] = []
+        self.on_loop: list[bool] = []
+        """Per fsync: whether it ran in the event loop's thread."""
 
     def write(self, data: bytes) -> None:
         self.inner.write(data)
@@ -84,12 +86,15 @@ class CountingSink:
     def fsync(self) -> None:
         self.inner.fsync()
         self.syncs.append(len(self.lines))
+        self.on_loop.append(threading.current_thread() is threading.main_thread())
 
     def close(self) -> None:
         self.inner.close()
 
 
-async def test_fsync_at_turn_end_approvals_and_close_before_any_observer_sees_them(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sync_inline", [False, True], ids=["in a thread", "inline"])
+async def test_fsync_at_turn_end_approvals_and_close_before_any_observer_sees_them(tmp_path: Path, sync_inline: bool) -> None:
+    # Inline: a process that serves one session (``agentbus -p``) fsyncs on its loop.
     rec = tmp_path / "s.jsonl"
     sinks: list[CountingSink] = []
 
@@ -103,7 +108,9 @@ async def test_fsync_at_turn_end_approvals_and_close_before_any_observer_sees_th
     seen_on_disk: list[tuple[str, bool]] = []
     async with trio.open_nursery() as nursery:
         await nursery.start(GatewayActor(bus, FakeResponsesBackend(entries)).run)
-        await nursery.start(RecorderActor(bus, session_id=SID, path=rec, open_sink=open_sink).run)
+        await nursery.start(
+            RecorderActor(bus, session_id=SID, path=rec, open_sink=open_sink, sync_inline=sync_inline).run
+        )
         port = bus.connect("client:test")
         addrs = await nursery.start(runtime.supervise_session, bus, cfg)
         sub = bus.subscribe(SID, "client", capacity=1000)  # after the recorder
@@ -133,8 +140,8 @@ async def test_fsync_at_turn_end_approvals_and_close_before_any_observer_sees_th
         bus.disconnect("gateway")
         nursery.cancel_scope.cancel()
     assert seen_on_disk == [("ApprovalRequested", True), ("TurnEnded", True), ("SessionClosed", True)]
-    # The meta line is synced at once; then exactly the three sync points.
-    assert len(sinks[0].syncs) == 4
+    # The meta line is synced at once (on the loop); then exactly the three sync points.
+    assert sinks[0].on_loop == [True, sync_inline, sync_inline, sync_inline]
 
 
 class SlowSyncSink(CountingSink):
