@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Final
 
 from actors.common import lazy_exports
 
-from ._base import OutputSink, Tool, ToolEnv
+from ._base import OutputSink, Tool, ToolEnv, plans_dir
 from ._declared import DeclaredTool, reuse_declared_tools
 from ._executor import ExecutorActor
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     )
     from ._read_file import detect_file_type, process_single_file_content
     from ._replace import EditTool, calculate_replacement
-    from ._write_file import WriteFileTool, plans_dir
+    from ._write_file import WriteFileTool
 
 # What the host and the front ends use of the tools' machinery (subagent definitions,
 # the ``@``-reference expansion, diffs, plan files), loaded on first use.
@@ -80,7 +80,6 @@ __getattr__ = lazy_exports(
         "detect_file_type": "._read_file",
         "process_single_file_content": "._read_file",
         "calculate_replacement": "._replace",
-        "plans_dir": "._write_file",
         "agentbus_version": "._agents",
     },
 )

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from actors.common import node_join
 from bus.messages import ModelRole, ToolResult
 
 OutputSink = Callable[[str], Awaitable[None]]
@@ -57,6 +58,15 @@ class ToolEnv:
 
     def workspace_dirs(self) -> tuple[Path, ...]:
         return (self.workspace,)
+
+
+def plans_dir(env: ToolEnv) -> str:
+    """Gemini's ``Storage.getPlansDir`` (no custom directory): the session's ``plans``
+    folder in the project temp directory."""
+    # Here, beside the environment it reads: the session's start asks for it, and the
+    # write_file tool's module (with its diff and path modules, 0.6 ms) is not needed then.
+    temp = str(env.project_temp_dir)
+    return node_join(temp, env.session_id, "plans") if env.session_id else node_join(temp, "plans")
 
 
 def error_result(message: str, display: str, error_type: str) -> ToolResult:

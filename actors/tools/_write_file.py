@@ -44,12 +44,11 @@ from actors.common import (
     is_subpath,
     js_trim,
     node_extname,
-    node_join,
     node_resolve,
 )
 from bus.messages import ToolResult
 
-from ._base import FileAccessError, OutputSink, ToolEnv, error_result
+from ._base import FileAccessError, OutputSink, ToolEnv, error_result, plans_dir
 from ._fs_errors import NodeFsError, error_message, node_error_code, node_fs_error
 from ._jsdiff import (
     DiffTooLarge,
@@ -373,13 +372,6 @@ class PlanPathError(NodeFsError):
 
     def __init__(self, message: str) -> None:
         super().__init__("", message)
-
-
-def plans_dir(env: ToolEnv) -> str:
-    """Gemini's ``Storage.getPlansDir`` (no custom directory): the session's ``plans``
-    folder in the project temp directory."""
-    temp = str(env.project_temp_dir)
-    return node_join(temp, env.session_id, "plans") if env.session_id else node_join(temp, "plans")
 
 
 def resolve_plan_path(file_path: str, env: ToolEnv) -> str:

@@ -22,6 +22,8 @@ TOOL_MODULES = (
     "actors.tools._read_file",
     "actors.tools._web_fetch",
     "actors.tools._agents",
+    "actors.tools._write_file",  # the session's start asks for the plans directory only
+    "actors.tools._jsdiff",
 )
 CODE = (
     "import atexit, sys\n"
