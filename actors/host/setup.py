@@ -427,9 +427,11 @@ async def run_hooks(
 async def session_start_context(client: Any, addrs: runtime.SessionAddresses, session_id: str, source: str) -> str:
     """Run the SessionStart hooks (``source``: ``startup`` or ``resume``); their
     ``additionalContext`` with ``<``/``>`` escaped, empty when there is none."""
+    output = await run_hooks(client, addrs, session_id, "SessionStart", source, {"source": source})
+    if output is None:  # no hooks ran: nothing to read, nor the readers' module to import
+        return ""
     from actors.hooks import additional_context
 
-    output = await run_hooks(client, addrs, session_id, "SessionStart", source, {"source": source})
     return additional_context(output) or ""
 
 

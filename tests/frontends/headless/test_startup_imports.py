@@ -22,6 +22,7 @@ NOT_IMPORTED = (
     "html.parser",
     "actors.hooks._actor",
     "actors.hooks._run",
+    "actors.hooks._aggregate",
     "actors.host.at_command",
     "actors.host.mcp_session",
     "actors.common._bash",
