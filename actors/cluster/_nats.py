@@ -48,6 +48,10 @@ CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 5.0
 LISTING_BATCH = 256
 """Values fetched at once when a bucket is listed."""
+UNAVAILABLE_RETRY_S = 2.0
+"""How long a read the server refuses as "JetStream temporarily unavailable" is asked
+again (its leaders being chosen: a cluster just started said so to about one listing
+in fifty), before it fails as ``NoQuorum``."""
 LISTING_IDLE_S = 30.0
 """The server drops a listing's consumer this long after its last use (a listing
 deletes it itself; this is for one cut short)."""
@@ -128,6 +132,22 @@ class NatsLink:
         except Exception as exc:
             raise translate(exc, what, self.url) from exc
 
+    async def _read(self, what: str, fn: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any) -> _T:
+        """``_call`` for a read, asked again for ``UNAVAILABLE_RETRY_S`` while the server
+        says JetStream is unavailable for now (it did nothing then)."""
+        deadline = trio.current_time() + UNAVAILABLE_RETRY_S
+        pause = 0.05
+        while True:
+            try:
+                return await self._call(what, fn, *args, **kwargs)
+            except NoQuorum as exc:
+                if not isinstance(exc.__cause__, js_errors.ServiceUnavailableError):
+                    raise
+                if trio.current_time() + pause > deadline:
+                    raise
+            await trio.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
     # -- core NATS --------------------------------------------------------------------------------
     async def publish(self, subject: str, data: bytes, *, headers: dict[str, str] | None = None) -> None:
         if len(data) > self.max_payload:
@@ -187,7 +207,7 @@ class NatsLink:
     async def last_message(self, stream: str, subject: str) -> StoredMessage | None:
         """``subject``'s last message; None if it has none."""
         try:
-            msg = await self._call(f"reading {subject}", self._js.get_last_msg, stream, subject)
+            msg = await self._read(f"reading {subject}", self._js.get_last_msg, stream, subject)
         except _NotFound:
             return None
         return StoredMessage(int(msg.seq), bytes(msg.data or b""), dict(msg.headers or {}))
@@ -197,7 +217,7 @@ class NatsLink:
         seq = max(1, from_seq)
         while True:
             try:
-                msg = await self._call(f"reading {subject}", self._js.get_msg, stream, seq=seq, subject=subject, next=True)
+                msg = await self._read(f"reading {subject}", self._js.get_msg, stream, seq=seq, subject=subject, next=True)
             except _NotFound:
                 return
             yield StoredMessage(int(msg.seq), bytes(msg.data or b""), dict(msg.headers or {}))
@@ -220,7 +240,7 @@ class Bucket:
 
     async def get(self, key: str) -> tuple[bytes, int] | None:
         try:
-            entry = await self._link._call(f"reading {self.name}/{key}", self._kv.get, key)
+            entry = await self._link._read(f"reading {self.name}/{key}", self._kv.get, key)
         except _NotFound:
             return None
         return bytes(entry.value or b""), int(entry.revision)
@@ -253,6 +273,11 @@ class Bucket:
                 ack_policy=js_api.AckPolicy.NONE,
                 filter_subject=prefix + ">",
                 inactive_threshold=LISTING_IDLE_S,
+                # One replica in memory, as nats-py's ordered consumers: a consumer of a
+                # replicated bucket is otherwise replicated as the bucket is, and making
+                # one waits for a raft group of its own to elect a leader (in a cluster
+                # just started, that came back "JetStream system temporarily unavailable").
+                num_replicas=1,
                 mem_storage=True,
             )
             info = await js.add_consumer(stream, config=config)
@@ -284,9 +309,12 @@ class Bucket:
                 finally:
                     await pull.unsubscribe()
             finally:
-                await js.delete_consumer(stream, info.name)
+                try:
+                    await js.delete_consumer(stream, info.name)
+                except Exception:  # noqa: BLE001 - the server drops it after LISTING_IDLE_S
+                    pass
 
-        return await self._link._call(f"listing {self.name}", collect)
+        return await self._link._read(f"listing {self.name}", collect)
 
     async def create(self, key: str, value: bytes) -> int:
         """Write ``key`` if nobody holds it; its revision. Held: ``Taken``."""
@@ -334,6 +362,8 @@ def translate(exc: BaseException, what: str, url: str) -> ClusterError:
         return _WrongRevision(str(exc))
     if isinstance(exc, js_errors.KeyNotFoundError | js_errors.KeyDeletedError | js_errors.NotFoundError | js_errors.NoKeysError):
         return _NotFound(str(exc))
+    if isinstance(exc, js_errors.ServiceUnavailableError):
+        return NoQuorum(f"{what}: JetStream is not available now (its leaders being chosen, or too few servers up)")
     if isinstance(exc, js_errors.APIError):
         if exc.err_code in WRONG_LAST_SEQUENCE:
             found = re.search(r"(\d+)\s*$", exc.description or "")
@@ -352,7 +382,7 @@ def translate(exc: BaseException, what: str, url: str) -> ClusterError:
         return _NoStream(f"{what}: no stream answered")
     if isinstance(exc, nats_errors.MaxPayloadError):
         return TooLarge(f"{what}: {exc}")
-    if isinstance(exc, nats_errors.NoRespondersError | nats_errors.TimeoutError | asyncio.TimeoutError | js_errors.ServiceUnavailableError):
+    if isinstance(exc, nats_errors.NoRespondersError | nats_errors.TimeoutError | asyncio.TimeoutError):
         return NoQuorum(f"{what}: no JetStream answer in time (a stream without a quorum, or no server up)")
     if isinstance(exc, nats_errors.AuthorizationError):
         return Unauthorized(f"{url}: the server refused the credentials")

@@ -4,11 +4,15 @@ request/reply, and a bucket's entries listed in one pass."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 import trio
+from nats import errors as nats_errors
+from nats.js import errors as js_errors
 
-from actors.cluster import Unreachable, open_link
+from actors.cluster import NoQuorum, Unreachable, open_link
+from actors.cluster._nats import UNAVAILABLE_RETRY_S, NatsLink, translate
 from actors.cluster.servers import NatsServer
 
 
@@ -77,3 +81,56 @@ async def test_bucket_listings_at_once_see_every_key_and_leave_no_consumer(nats_
         assert len(seen) == 120 and all(listing == keys for listing in seen)
         info = json.loads(await a.request("$JS.API.STREAM.INFO.KV_T_MANY", b""))
         assert info["state"]["consumer_count"] == 0
+
+
+class _Refusing:
+    """A JetStream read the server refuses as "temporarily unavailable" ``times`` times."""
+
+    def __init__(self, times: int) -> None:
+        self.left = times
+        self.asked: list[float] = []
+
+    async def __call__(self) -> str:
+        self.asked.append(trio.current_time())
+        if self.left:
+            self.left -= 1
+            raise js_errors.ServiceUnavailableError()
+        return "read"
+
+
+def _link_answering_in_trio() -> NatsLink:
+    """A link whose calls run in trio (what ``_call`` does besides the asyncio bridge)."""
+    link = NatsLink(nc=None, js=None, loop=None, url="nats://x")
+
+    async def call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except Exception as exc:
+            raise translate(exc, what, link.url) from exc
+
+    link._call = call  # type: ignore[method-assign]
+    return link
+
+
+async def test_a_read_refused_while_jetstream_chooses_its_leaders_is_asked_again(autojump_clock: trio.abc.Clock) -> None:
+    # A cluster just started refused about one listing in fifty so (CI: "the cluster
+    # cannot say where this goes now ... ServiceUnavailableError").
+    link = _link_answering_in_trio()
+    refusing = _Refusing(3)
+    assert await link._read("listing B", refusing) == "read"
+    assert len(refusing.asked) == 4 and refusing.asked[-1] - refusing.asked[0] < UNAVAILABLE_RETRY_S
+    # Refused for longer: a NoQuorum naming what failed, after about UNAVAILABLE_RETRY_S.
+    refusing = _Refusing(1000)
+    with pytest.raises(NoQuorum, match="listing B: JetStream is not available now"):
+        await link._read("listing B", refusing)
+    assert UNAVAILABLE_RETRY_S - 0.5 <= refusing.asked[-1] - refusing.asked[0] <= UNAVAILABLE_RETRY_S
+    # Any other failure is not asked again.
+    asked: list[str] = []
+
+    async def timing_out() -> None:
+        asked.append("once")
+        raise nats_errors.TimeoutError()
+
+    with pytest.raises(NoQuorum, match="no JetStream answer in time"):
+        await link._read("listing B", timing_out)
+    assert asked == ["once"]
