@@ -34,9 +34,12 @@ client's catch-up from the file stops before it: ``Bus.held``), and the session'
 message waits. Under a virtual clock (``trio.testing.MockClock``, as
 replays and tests run) a thread would let the clock jump while the disk works: there the
 fsync runs inline, blocking the event loop. So it does for a process that serves one
-session (``agentbus -p``, ``agentbus tool``: ``sync_inline``), whose loop has nothing to
-do meanwhile but wait for that fsync: handing it to a thread cost such a run more than
-the fsync itself (a `-p hi` run 2.7 ms of wall time: the thread's start and two hand-overs).
+session and its subagents (``agentbus -p``, ``agentbus tool``: ``sync_inline``), whose
+loop has little else to do meanwhile than wait for that fsync: handing it to a thread
+cost such a run more than the fsync itself (a `-p hi` run 2.7 ms of wall time: the
+thread's start and two hand-overs). Inline, nothing is held while the writes succeed
+(the fsync is done before the tap returns); once one has failed, the sync points are
+held, as in a thread, so no observer sees one that is not on disk.
 
 **Failure.** A write that fails (disk full, permissions, a vanished directory) raises
 ``RecorderError`` naming the file and the cause; nothing is dropped silently.
@@ -176,7 +179,10 @@ class RecorderActor:
             f"recorder:{self.session_id}",
             policy="block",
             capacity=math.inf,
-            holds=_SYNC_NAMES.__contains__ if off_loop else None,
+            # Inline, a sync point is on disk when the tap returns, unless its write failed:
+            # then it is held, as in a thread, until the recorder lets go as it stops
+            # with the error (and the session with it).
+            holds=_SYNC_NAMES.__contains__ if off_loop else (lambda name: bool(failed) and name in _SYNC_NAMES),
             tap=tap,
         )
         try:

@@ -246,7 +246,7 @@ def first_sentence(text: str, limit: int = 120) -> str:
 async def run_tool(run: ToolRun) -> CompletedCall:
     """Start the session's actors, run the call as the user's, close the session."""
     bus = Bus()
-    cfg = session_config(run.setup, history=(), recording=run.recording, settings=run.settings, own_process=True)
+    cfg = session_config(run.setup, history=(), recording=run.recording, settings=run.settings, one_session_process=True)
     sid = run.setup.session_id
     batch_id = new_id()
     settled: BatchSettled | None = None

@@ -48,7 +48,8 @@ class SessionConfig:
     recording: Path | None = None
     sync_recording_inline: bool = False
     """fsync the recording on the event loop, not in a worker thread: a process that
-    serves this session alone (``RecorderActor``'s ``sync_inline``)."""
+    serves this session and its subagents alone (``RecorderActor``'s ``sync_inline``;
+    a subagent's config is its parent's, this too)."""
     gateway_address: str = "gateway"
     file_access_address: str | None = None
     """A client that serves the session's files (``ReadTextFile``/``WriteTextFile``,

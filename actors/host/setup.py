@@ -356,7 +356,7 @@ def session_config(
     mcp_allowed_names: Sequence[str] | None = None,
     mcp_extra: Sequence[Any] = (),
     settings_from_files: bool = False,
-    own_process: bool = False,
+    one_session_process: bool = False,
 ) -> runtime.SessionConfig:
     """The ``SessionConfig`` that ``actors.host.opening.open_session`` opens: the
     setup's registry, policy and hooks, the turn guards of ``settings``, the MCP servers
@@ -364,8 +364,9 @@ def session_config(
     a client's own, ``mcp_config.McpServerConfig`` entries; ``settings_from_files``: the
     settings are the workspace's files merged, so ``mcp.allowed``/``mcp.excluded`` are
     consolidated across them as Gemini CLI does), and ``secrets`` (besides this
-    process's keys) scrubbed from the recording. ``own_process``: the process serves
-    this session alone (``-p``, ``agentbus tool``), which fsyncs its recording inline."""
+    process's keys) scrubbed from the recording. ``one_session_process``: the process
+    serves this session (and its subagents) alone (``-p``, ``agentbus tool``): its
+    recordings are fsynced on the loop."""
     max_turns = _settings.get(settings, "model.maxSessionTurns", -1)
     mcp: dict[str, Any] = {}
     if mcp_extra or settings.get("mcpServers") or _settings.get(settings, "mcp.serverCommand"):
@@ -390,7 +391,7 @@ def session_config(
         classifier_request=classifier_request,
         history=tuple(history),
         recording=recording,
-        sync_recording_inline=own_process,
+        sync_recording_inline=one_session_process,
         gateway_address=GATEWAY_ADDRESS,
         interactive=setup.interactive,
         max_session_turns=int(max_turns) if isinstance(max_turns, int) else -1,
@@ -428,7 +429,7 @@ async def session_start_context(client: Any, addrs: runtime.SessionAddresses, se
     """Run the SessionStart hooks (``source``: ``startup`` or ``resume``); their
     ``additionalContext`` with ``<``/``>`` escaped, empty when there is none."""
     output = await run_hooks(client, addrs, session_id, "SessionStart", source, {"source": source})
-    if output is None:  # no hooks ran: nothing to read, nor the readers' module to import
+    if output is None:  # no hooks, or no output: nothing to read, nor the readers to import
         return ""
     from actors.hooks import additional_context
 

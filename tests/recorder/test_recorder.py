@@ -194,6 +194,48 @@ async def test_a_turn_ends_sync_runs_off_the_event_loop_and_nobody_sees_the_turn
         nursery.cancel_scope.cancel()
 
 
+class FailingSyncSink(CountingSink):
+    """A disk whose fsync fails from the ``ok``-th on (EIO)."""
+
+    def __init__(self, path: Path, ok: int) -> None:
+        super().__init__(path)
+        self.ok = ok
+
+    def fsync(self) -> None:
+        if len(self.syncs) >= self.ok:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        super().fsync()
+
+
+@pytest.mark.parametrize("sync_inline", [False, True], ids=["in a thread", "inline"])
+async def test_a_turn_end_whose_fsync_failed_reaches_no_observer(tmp_path: Path, sync_inline: bool) -> None:
+    rec = tmp_path / "s.jsonl"
+    bus = Bus()
+    seen: list[str] = []
+    with pytest.raises(BaseException) as info:  # noqa: B017 - an exception group is expected
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                RecorderActor(
+                    bus, session_id=SID, path=rec, open_sink=lambda p: FailingSyncSink(p, ok=1), sync_inline=sync_inline
+                ).run
+            )
+            observer = bus.subscribe(SID, "client", capacity=10)
+            port = bus.connect("turn")
+
+            async def watch() -> None:
+                async for env in observer:
+                    seen.append(type(env.message).__name__)
+
+            nursery.start_soon(watch)
+            await port.publish(TextStreamed(session_id=SID, turn_id="t", text="a"))
+            await port.publish(TurnEnded(session_id=SID, turn_id="t", stop_reason="end_turn"))
+            await trio.sleep_forever()
+    failure = recorder_error_in(info.value)
+    assert failure is not None and "Input/output error" in str(failure)
+    # The text was written (no fsync due) and shown; the turn's end, not on disk, never.
+    assert seen == ["TextStreamed"]
+
+
 class FailingSink:
     """Disk full after ``ok`` lines."""
 

@@ -170,7 +170,7 @@ async def run_prepared(p: Prepared, stdout: TextIO, stderr: TextIO) -> int:
         settings=p.settings,
         mcp_allowed_names=p.args.allowed_mcp_server_names,
         settings_from_files=True,
-        own_process=True,
+        one_session_process=True,
     )
     exit_code = 0
     async with trio.open_nursery() as nursery:
