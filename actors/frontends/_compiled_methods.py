@@ -57,17 +57,18 @@ def reuse_compiled_methods(path: str | None = None) -> bool:
     them some other way, or there is no place for the cache.
 
     Before attrs is imported, the step is replaced as soon as ``attr._make`` has run,
-    so the classes attrs defines for itself while its package is imported (its
-    validators, converters...: 31 compiles, about 2.4 ms) come from the cache too; the
-    answer is then True, and stays without effect if that attrs turns out to compile
-    some other way."""
+    so the classes attrs defines for itself after that while its package is imported
+    (``attr.validators``'...: 14 compiles) come from the cache too; the answer is then
+    True, and stays without effect if that attrs turns out to compile some other way.
+    Asked again before attrs is imported, nothing more is done."""
     path = cache_path() if path is None else path
     if path is None:
         return False
     make = sys.modules.get("attr._make")
     if make is not None:
         return _reuse(make, path)
-    sys.meta_path.insert(0, _AfterAttrsMake(path))
+    if not any(isinstance(finder, _AfterAttrsMake) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _AfterAttrsMake(path))
     return True
 
 
@@ -80,7 +81,7 @@ class _AfterAttrsMake:
         self._path = path
 
     def find_spec(self, name: str, import_path: Any = None, target: Any = None) -> Any:
-        if name != "attr._make":
+        if name != "attr._make" or self not in sys.meta_path:
             return None
         sys.meta_path.remove(self)
         for finder in sys.meta_path:

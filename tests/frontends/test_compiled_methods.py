@@ -96,14 +96,28 @@ def test_attrs_own_classes_come_from_the_cache_when_it_is_on_before_attrs(tmp_pa
 import attr
 modules = sorted({name.rsplit(".", 1)[0].split(" ")[-1] for name in compiled})
 valid = attr.validators.instance_of(int)
-print(",".join(modules) or "-", type(attr._make.__loader__).__name__, valid)
+print(",".join(modules) or "-", type(attr._make.__loader__).__name__, type(attr._make.__spec__.loader).__name__, valid)
 """
-    modules, loader, *_ = run(own, cache, 1)
+    modules, loader, spec_loader, *_ = run(own, cache, 1)
     # attrs' own classes (its validators) made through the cache, attrs' loader its own
     assert "attr.validators" in modules.split(","), modules
-    assert loader == "SourceFileLoader"
-    modules, _, *valid = run(own, cache, 2)
+    assert loader == spec_loader == "SourceFileLoader"
+    modules, _, _, *valid = run(own, cache, 2)
     assert modules == "-" and " ".join(valid) == "<instance_of validator for type <class 'int'>>"
+
+
+def test_a_class_without_fields_hashes_from_the_cache_as_compiled_here(tmp_path: Path) -> None:
+    # Its ``__hash__`` hashes ``(type hash,)``, which the compiler folds into one constant.
+    cache = tmp_path / "methods.marshal"
+    define = """
+import attrs
+Empty = attrs.make_class("Empty", [], frozen=True)
+print(hash(Empty()), len(compiled))
+"""
+    assert run(define, cache, 1, attrs_first=True)[1] == "1"
+    reused, compiles = run(define, cache, 2, attrs_first=True)
+    assert compiles == "0" and reused == run(define, "-", 2, attrs_first=True)[0]
+    assert reused != run(define, "-", 1, attrs_first=True)[0]  # the seeds' hashes differ
 
 
 def test_a_changed_class_is_compiled_afresh(tmp_path: Path) -> None:
