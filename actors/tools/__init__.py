@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ._write_file import WriteFileTool
 
 # What the host and the front ends use of the tools' machinery (subagent definitions,
-# the ``@``-reference expansion, diffs, plan files), loaded on first use.
+# the ``@``-reference expansion, diffs), loaded on first use.
 __getattr__ = lazy_exports(
     __name__,
     {

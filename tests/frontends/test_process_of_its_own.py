@@ -159,14 +159,14 @@ def test_a_headless_run_of_its_own_leaves_without_teardown(tmp_path: Path) -> No
 
 FSYNCS = """
 import sys, threading
-from actors.recording import _write
+from actors.recording import FileSink
 loop_thread = threading.get_ident()
 where = []
-_fsync = _write.FileSink.fsync
+_fsync = FileSink.fsync
 def fsync(self):
     where.append("loop" if threading.get_ident() == loop_thread else "thread")
     _fsync(self)
-_write.FileSink.fsync = fsync
+FileSink.fsync = fsync
 from actors.frontends import main
 status = main(sys.argv[1:])
 print()

@@ -22,7 +22,7 @@ TOOL_MODULES = (
     "actors.tools._read_file",
     "actors.tools._web_fetch",
     "actors.tools._agents",
-    "actors.tools._write_file",  # the session's start asks for the plans directory only
+    "actors.tools._write_file",  # not even for the plans directory a session's start asks for
     "actors.tools._jsdiff",
 )
 CODE = (

@@ -11,9 +11,10 @@ from pathlib import Path
 import attrs
 import pytest
 
+from actors.tools import plans_dir
 from actors.tools._base import ToolEnv
 from actors.tools._replace import EditTool
-from actors.tools._write_file import WriteFileTool, plans_dir
+from actors.tools._write_file import WriteFileTool
 
 from ._file_env import call, make_env
 
