@@ -58,7 +58,7 @@ def reuse_compiled_methods(path: str | None = None) -> bool:
 
     Before attrs is imported, the step is replaced as soon as ``attr._make`` has run,
     so the classes attrs defines for itself after that while its package is imported
-    (``attr.validators``'...: 14 compiles) come from the cache too; the answer is then
+    (those of ``attr.validators``: 14 compiles) come from the cache too; the answer is then
     True, and stays without effect if that attrs turns out to compile some other way.
     Asked again before attrs is imported, nothing more is done."""
     path = cache_path() if path is None else path
