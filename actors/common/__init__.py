@@ -32,7 +32,7 @@ the design card keeps the top level to ``actors/``, ``bus/``, ``tests/``, ``scen
 
 from typing import TYPE_CHECKING
 
-from ._cache_files import read_cache_file, write_cache_file
+from ._cache_files import file_stamps, read_cache_file, write_cache_file
 from ._lazy import LazyPattern, lazy_exports
 
 if TYPE_CHECKING:
@@ -195,6 +195,7 @@ __all__ = [
     "lazy_exports",
     "LazyPattern",
     "LazyJsRegex",
+    "file_stamps",
     "read_cache_file",
     "write_cache_file",
     "JS_WHITESPACE",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import marshal
 import os
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -37,3 +38,17 @@ def write_cache_file(path: str, data: Any) -> None:
             os.unlink(aside)
         except OSError:
             pass
+
+
+def file_stamps(paths: Iterable[str]) -> list[tuple[str, int, int]] | None:
+    """Each file's path, modification time (ns) and size: what an entry made from those
+    files is kept against; None when one of them is not there (an install without its
+    sources, whose changes could not be told)."""
+    out = []
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None
+        out.append((path, info.st_mtime_ns, info.st_size))
+    return out

@@ -151,16 +151,12 @@ def exit_without_teardown(status: int) -> None:
 def reuse_parsed_policies() -> bool:
     """A process of its own: policy files parsed by earlier runs come from a cache beside
     the compiled methods' (``actors.scheduler._policy_cache``)."""
-    import os
-    from importlib.util import MAGIC_NUMBER
-
-    from actors.frontends._compiled_methods import cache_path
     from actors.scheduler import reuse_parsed_policies as reuse
 
-    methods = cache_path()
-    if methods is None:
+    path = _beside_compiled_methods("policies")
+    if path is None:
         return False
-    reuse(os.path.join(os.path.dirname(methods), f"policies-{MAGIC_NUMBER.hex()}.marshal"))
+    reuse(path)
     return True
 
 
@@ -168,17 +164,27 @@ def reuse_declared_tools() -> bool:
     """A process of its own: the built-in tools are declared from a cache beside the
     compiled methods' and their modules imported when first used
     (``actors.tools._declared``)."""
+    from actors.tools import reuse_declared_tools as reuse
+
+    path = _beside_compiled_methods("tools")
+    if path is None:
+        return False
+    reuse(path)
+    return True
+
+
+def _beside_compiled_methods(stem: str) -> str | None:
+    """The cache file ``stem`` in the compiled methods' directory, named after the
+    interpreter's bytecode as they are; None when they have no place."""
     import os
     from importlib.util import MAGIC_NUMBER
 
     from actors.frontends._compiled_methods import cache_path
-    from actors.tools import reuse_declared_tools as reuse
 
     methods = cache_path()
     if methods is None:
-        return False
-    reuse(os.path.join(os.path.dirname(methods), f"tools-{MAGIC_NUMBER.hex()}.marshal"))
-    return True
+        return None
+    return os.path.join(os.path.dirname(methods), f"{stem}-{MAGIC_NUMBER.hex()}.marshal")
 
 
 _collecting_after_imports = False

@@ -26,7 +26,6 @@ The entry point turns it on for a process of its own (``actors.frontends.main``)
 from __future__ import annotations
 
 import marshal
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,7 +33,7 @@ from typing import Any
 
 import attrs
 
-from actors.common import LazyJsRegex, read_cache_file, write_cache_file
+from actors.common import LazyJsRegex, file_stamps, read_cache_file, write_cache_file
 
 from ._policy_rules import Rule
 
@@ -136,11 +135,5 @@ def _parser_stamp() -> tuple[Any, ...]:
     """The interpreter and the parser's source files (modification time, size); ``()``
     when one of them is not there (an install without sources)."""
     here = Path(__file__).parent
-    stamp: list[Any] = [sys.version]
-    for name in _PARSER:
-        try:
-            info = os.stat(here / name)
-        except OSError:
-            return ()
-        stamp += [info.st_mtime_ns, info.st_size]
-    return tuple(stamp)
+    stamps = file_stamps(str(here / name) for name in _PARSER)
+    return () if stamps is None else (sys.version, *stamps)

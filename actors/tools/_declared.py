@@ -35,7 +35,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from actors.common import read_cache_file, write_cache_file
+from actors.common import file_stamps, read_cache_file, write_cache_file
 
 from ._base import Tool
 
@@ -153,7 +153,7 @@ def _store(text: str, model: str, tools: tuple[Tool, ...], modules: list[str]) -
     if any(getattr(t, "policy_annotations", None) is not None or getattr(t, "mcp_context", None) is not None for t in tools):
         return
     mine = [m for m in modules if _source(m) is not None]
-    stamps = _stamps(sorted({*_tool_sources(), *(s for m in mine if (s := _source(m)) is not None)}))
+    stamps = file_stamps(sorted({*_tool_sources(), *(s for m in mine if (s := _source(m)) is not None)}))
     if stamps is None:
         return
     entry = (stamps, [(t.name, t.display_name, t.kind, t.declaration(model)) for t in tools])
@@ -187,23 +187,12 @@ def _tool_sources() -> list[str]:
         return []
 
 
-def _stamps(paths: list[str]) -> list[tuple[str, int, int]] | None:
-    out = []
-    for path in paths:
-        try:
-            info = os.stat(path)
-        except OSError:
-            return None
-        out.append((path, info.st_mtime_ns, info.st_size))
-    return out
-
-
 def _unchanged(stamps: Any) -> bool:
     """Every source file the entry was made from is as it was, and no tool module was
     added since."""
     try:
         paths = [p for p, _, _ in stamps]
-        return _stamps(paths) == [tuple(s) for s in stamps] and set(_tool_sources()) <= set(paths)
+        return file_stamps(paths) == [tuple(s) for s in stamps] and set(_tool_sources()) <= set(paths)
     except (TypeError, ValueError):
         return False
 
