@@ -170,24 +170,30 @@ FileSink.fsync = fsync
 from actors.frontends import main
 status = main(sys.argv[1:])
 print()
-print(status, *where)
+print(status, "genai" if "google.genai" in sys.modules else "no-genai", *where)
 """
 
 
 @pytest.mark.parametrize(
-    "command",
+    ("command", "live"),
     [
-        ["-p", "hi", "-m", "gemini-2.5-flash", "--fake-responses", str(HI), "-o", "json"],
-        ["tool", "read_file", "--args", '{"file_path": "notes.txt"}'],
+        (["-p", "hi", "-m", "gemini-2.5-flash", "--fake-responses", str(HI), "-o", "json"], False),
+        # The live backend: the google-genai SDK over HTTP to the fake Gemini server.
+        (["-p", "hi", "-m", "gemini-2.5-flash", "--fake-responses", str(HI), "-o", "json"], True),
+        (["tool", "read_file", "--args", '{"file_path": "notes.txt"}'], False),
     ],
-    ids=["headless", "tool"],
+    ids=["headless", "headless, live backend", "tool"],
 )
-def test_a_process_serving_one_session_fsyncs_its_recording_on_the_loop(tmp_path: Path, command: list[str]) -> None:
+def test_a_process_serving_one_session_fsyncs_its_recording_on_the_loop(
+    tmp_path: Path, command: list[str], live: bool
+) -> None:
     # A daemon's sessions fsync in a worker thread (tests/recorder/test_recorder.py): its
     # loop serves the others meanwhile. A run of its own has nothing else to serve.
     (tmp_path / "notes.txt").write_text("a note\n")
     home = tmp_path / "home"
     env = {"HOME": str(home), "GEMINI_CLI_HOME": str(home), "AGENTBUS_DATA_DIR": str(home / "data"), "GEMINI_API_KEY": "k"}
+    if live:
+        env["AGENTBUS_FAKE_RESPONSES_OVER_HTTP"] = "1"
     done = subprocess.run(
         [sys.executable, "-c", FSYNCS, *command],
         env={**os.environ, "PYTHONPATH": str(ROOT), **env},
@@ -196,8 +202,9 @@ def test_a_process_serving_one_session_fsyncs_its_recording_on_the_loop(tmp_path
         text=True,
         timeout=60,
     )
-    status, *where = done.stdout.splitlines()[-1].split()  # after the run's own output
+    status, sdk, *where = done.stdout.splitlines()[-1].split()  # after the run's own output
     assert status == "0", (done.stdout, done.stderr)
+    assert sdk == ("genai" if live else "no-genai")
     assert len(where) >= 2 and set(where) == {"loop"}, where  # the meta line's, the close's...
     recordings = list((home / "data").rglob("*.jsonl"))
     assert len(recordings) == 1 and '"SessionClosed"' in recordings[0].read_text()
