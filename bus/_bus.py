@@ -318,9 +318,10 @@ class Bus:
         return self._route(session_id).next_seq
 
     def held(self, session_id: str) -> int | None:
-        """The message of ``session_id`` its first observer holds now (``holds``: handed
-        to it, and perhaps written, but not yet released), or None. Safe to ask from a
-        worker thread."""
+        """The message of ``session_id`` its first observer holds now, or None: one its
+        tap is writing (or fsyncing), or one handed to it and not yet released
+        (``holds``). Safe to ask from a worker thread: a reader of the recording stops
+        before it."""
         route = self._sessions.get(session_id)
         return route.held if route is not None else None
 
@@ -503,20 +504,21 @@ class Bus:
                 if sub.wants is not None and not sub.wants(name):
                     continue
                 if first and sub.tap is not None:
-                    # In this task, without a yield: see the module doc.
+                    # In this task, without a yield: see the module doc. Held from
+                    # before the tap writes its line: a worker thread reading the file
+                    # (a subscriber catching up) can see the line as soon as it is
+                    # written, while this thread waits in the write or the fsync, and
+                    # must find it held then (``held``).
                     first = False
-                    if not sub.tap(env):
-                        continue
-                    if sub.holds is not None and sub.holds(name):
-                        route.held = env.seq
-                        try:
+                    route.held = env.seq
+                    try:
+                        if sub.tap(env):
                             sub._hand(env)
-                            with trio.CancelScope(shield=True):
-                                await sub._held(env.seq)
-                        finally:
-                            route.held = None
-                    else:
-                        sub._hand(env)
+                            if sub.holds is not None and sub.holds(name):
+                                with trio.CancelScope(shield=True):
+                                    await sub._held(env.seq)
+                    finally:
+                        route.held = None
                     continue
                 if (first and sub.policy == "block") or not sub._hand(env):
                     if first and sub.holds is not None and sub.holds(name):

@@ -263,6 +263,33 @@ async def test_a_tap_can_take_a_message_too_and_hold_it_until_it_lets_go() -> No
         assert other.receive.receive_nowait().seq == 2 and bus.held("s") is None
 
 
+async def test_a_message_is_held_while_the_tap_writes_it_whatever_the_tap_says_then() -> None:
+    # A worker thread reading the recording (a daemon client catching up) may read a
+    # line the moment the tap wrote it, the loop's thread still in the write or the
+    # fsync: it must find that message held, or a client sees a turn's end that may not
+    # be on disk (a CI run saw one: the session was then gone before the next prompt).
+    bus = Bus()
+    a = bus.connect("a")
+    during_tap: list[tuple[int, int | None]] = []
+
+    def tap(env: Envelope) -> bool:
+        during_tap.append((env.seq, bus.held("s")))
+        return isinstance(env.message, TurnEnded)
+
+    recorder = bus.subscribe("s", "recorder", capacity=math.inf, holds={"TurnEnded"}.__contains__, tap=tap)
+    other = bus.subscribe("s", "client", capacity=10)
+    await a.publish(text("s", 1))
+    assert bus.held("s") is None  # not held once written: it goes on at once
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(partial(a.publish, TurnEnded(session_id="s", turn_id="t", stop_reason="end_turn")))
+        await trio.testing.wait_all_tasks_blocked()
+        assert bus.held("s") == 2
+        assert (await recorder.receive.receive()).seq == 2
+        recorder.release(2)
+    assert during_tap == [(1, 1), (2, 2)] and bus.held("s") is None
+    assert [other.receive.receive_nowait().seq for _ in range(2)] == [1, 2]
+
+
 async def test_a_tap_is_first_whoever_subscribed_before_it_and_a_session_has_one() -> None:
     bus = Bus()
     a = bus.connect("a")
