@@ -456,6 +456,17 @@ class ConnectionActor:
             )
         except _Closed:
             raise
+        except DeliveryError:
+            # The session's actors stopped between the request's checks and its send
+            # (it failed or ended meanwhile): a refusal, not a failure of this daemon.
+            await self._send(
+                ProtocolError(
+                    request_id=rid,
+                    code="unknown_session",
+                    message=f"session {msg.session_id!r} is not running (it stopped just now)",
+                    session_id=msg.session_id,
+                )
+            )
         except Exception as exc:
             # A request this daemon fails on (a bug, an input nobody foresaw) is answered
             # and logged; the connection and its other requests carry on.

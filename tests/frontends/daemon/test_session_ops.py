@@ -8,6 +8,7 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 import trio
 
 from actors.frontends.daemon.client import DaemonError
@@ -179,6 +180,26 @@ async def test_sessions_outlive_the_daemon_and_end_when_a_client_ends_them(home:
                 assert exc.code == "unknown_session"
             else:
                 raise AssertionError("an ended session takes no prompts")
+
+
+async def test_a_prompt_that_finds_its_session_just_stopped_is_refused_not_failed(
+    home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The window between the daemon's checks and the send: the session's actors have
+    # stopped (it failed, or was ended) and it is not forgotten yet.
+    fake = write_responses(home / "f.responses", text_response("Hello"))
+    with trio.fail_after(20):
+        async with running_daemon(home) as daemon, client_of(home) as c:
+            sid = (await c.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")).session_id
+            addrs = daemon.core.sessions[sid].addrs
+            assert addrs is not None
+            daemon.core.bus.disconnect(addrs.session)
+            with pytest.raises(DaemonError) as refused:
+                await c.prompt(sid, "hi")
+            assert (await c.list_sessions()).sessions  # the connection carries on
+    assert refused.value.code == "unknown_session"
+    assert f"session {sid!r} is not running (it stopped just now)" in str(refused.value)
+    assert "Prompt failed" not in caplog.text  # no traceback: a refusal, not a daemon fault
 
 
 async def until_notice(client: object) -> AsyncIterator[object]:
