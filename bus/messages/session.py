@@ -38,6 +38,11 @@ class SessionOpened:
     approval_mode: ApprovalMode
     workspace: str
     resumed: bool = False
+    """Reopened from its recording. What the recording left open before this (a turn
+    without its ``TurnEnded``, a call without its final status, a question without its
+    ``ApprovalSettled``: the process running them was killed) ended with that process;
+    a client catching up shows it ended (its calls ``error``: the session was
+    interrupted before the tool finished), as the history the model gets has it."""
 
 
 @shared_methods

@@ -65,7 +65,7 @@ from actors.frontends.acp._present import (
 from actors.frontends.acp._protocol import config_options, mode_id
 from actors.frontends.acp._rpc import RpcError
 from actors.frontends.headless import RetriedText, Shown, discard_notice
-from actors.host.sessions import clean_message, is_ignored_user_text
+from actors.host.sessions import INTERRUPTED_TOOL_REASON, clean_message, is_ignored_user_text
 from actors.host.user_calls import result_text
 from actors.turn import token_limit
 from bus.json_values import thaw
@@ -342,7 +342,13 @@ class SessionView:
                 return []
             case SessionOpened():
                 self.approval_mode, self.model = msg.approval_mode, msg.model
-                return []
+                if not msg.resumed:
+                    return []
+                # Reopened from its recording: what the recording left open (its
+                # process was killed mid-turn) ended with that process.
+                self.current_turn = None
+                self.turns.clear()
+                return [*self._message(self._text.end()), *self.interrupted(INTERRUPTED_TOOL_REASON)]
             case SessionConfigured():
                 changed = msg.approval_mode != self.approval_mode
                 model_changed = msg.model != self.model
@@ -443,10 +449,10 @@ class SessionView:
         ]
 
     def interrupted(self, text: str) -> list[Effect]:
-        """A replay of a session that is not running any more (its process was killed
-        in the middle of a turn): each call it showed that never settled ends
-        ``failed`` with ``text``, instead of running (or waiting) forever in the
-        client."""
+        """A session whose process was killed in the middle of a turn (a replay of one
+        that runs nowhere now, or one reopened since: its ``SessionOpened`` is
+        ``resumed``): each call it showed that never settled ends ``failed`` with
+        ``text``, instead of running (or waiting) forever in the client."""
         out: list[Effect] = []
         for call in self.calls.values():
             if call.announced and call.status not in ("success", "error", "cancelled"):

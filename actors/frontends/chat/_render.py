@@ -27,6 +27,7 @@ from typing import Any
 
 import attrs
 
+from actors.host.sessions import INTERRUPTED_TOOL_REASON
 from actors.host.user_calls import shown_text
 from bus import Envelope
 from bus.json_values import thaw
@@ -44,6 +45,7 @@ from bus.messages import (
     ProtocolError,
     ScheduleBatch,
     SessionClosed,
+    SessionOpened,
     SessionSummary,
     StreamRetried,
     SubagentActivity,
@@ -278,10 +280,34 @@ class Renderer:
             case SessionClosed():
                 self.pending.clear()
                 return self._line(self.style(f"(session closed: {msg.reason})", "yellow"))
+            case SessionOpened(resumed=True):
+                return self._interrupted(msg, now)
             case SubagentActivity():
                 return self.subagent(msg)
             case _:
                 return ""
+
+    def _interrupted(self, msg: SessionOpened, now: float) -> str:
+        """The session reopened from its recording: a turn, call or question the
+        recording left open ended with the process that ran it (killed mid-turn), and
+        nothing answers it any more."""
+        out = "".join(
+            self._tool_update(
+                ToolCallUpdated(
+                    session_id=msg.session_id, batch_id="", call_id=call.call_id, name=call.name,
+                    status="error", detail=INTERRUPTED_TOOL_REASON,
+                ),
+                now,
+            )
+            for call in list(self.calls.values())
+            if call.status and call.call_id not in self.finished
+        )
+        if self.busy:
+            out += self._line(self.style("(interrupted: the process running this turn stopped)", "yellow"))
+        self.busy = False
+        self.pending.clear()
+        self.attempt_text, self.retry_note = "", None
+        return out
 
     def _stream_retried(self, msg: StreamRetried) -> str:
         note, self.retry_note = self.retry_note, None

@@ -215,3 +215,59 @@ def test_attached_sessions_through_the_sdk_outlive_a_killed_front_end(tmp_path: 
         subprocess.run(
             [sys.executable, "-m", "actors.frontends", "daemon", "stop"], env=env, capture_output=True, timeout=30, check=False
         )
+
+
+def test_an_attached_session_whose_daemon_was_killed_mid_call_loads_with_the_call_failed(tmp_path: Path) -> None:
+    """``agentbus acp --attach``: the daemon itself is killed while a call runs (its
+    recording ends mid-turn); a new front end's ``session/load`` (a new daemon started on
+    demand resumes the session) shows the call failed, not running for ever."""
+    from actors.frontends.daemon.paths import DaemonPaths, read_pid
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    pid_file = ws / "shell.pid"
+    os.mkfifo(pid_file)
+    script = fake_responses(
+        tmp_path / "attached.jsonl",
+        call_chunks(("run_shell_command", {"command": "echo $$ > shell.pid; sleep 60", "description": "wait"})),
+        text_chunks("never"),
+    )
+    env = {**_env(tmp_path), "AGENTBUS_RUNTIME_DIR": str(tmp_path / "run")}
+
+    @contextlib.asynccontextmanager
+    async def front_end(editor: Editor, *fake: str) -> AsyncIterator[Any]:
+        args = ["-m", "actors.frontends", "acp", "--attach", "-m", MODEL, "-y", *fake]
+        async with acp.spawn_agent_process(editor, sys.executable, *args, env=env, cwd=tmp_path) as (conn, _):
+            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+            yield conn
+
+    async def scenario() -> None:
+        first = Editor()
+        async with front_end(first, "--fake-responses", str(script)) as conn:
+            sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
+            turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[acp.text_block("wait")]))
+            await first.wait_for(lambda u: u.session_update == "tool_call")
+            shell = int(await asyncio.to_thread(pid_file.read_text))  # the command runs
+            daemon = read_pid(DaemonPaths(tmp_path / "run"))
+            assert daemon is not None
+            os.kill(daemon, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(shell, signal.SIGKILL)  # what the dead daemon left running
+            with contextlib.suppress(BaseException):
+                await turn  # (the front end says its daemon went away)
+        second = Editor()
+        async with front_end(second) as conn:
+            await conn.load_session(cwd=str(ws), session_id=sid, mcp_servers=[])
+            # All of the replay comes before the answer; a call's updates in it are one.
+            (call,) = [u for u in second.updates if u.session_update.startswith("tool_call")]
+            assert call.status == "failed"
+            assert "interrupted" in call.content[-1].content.text
+
+    try:
+        asyncio.run(asyncio.wait_for(scenario(), TIMEOUT_S))
+    finally:
+        import subprocess
+
+        subprocess.run(
+            [sys.executable, "-m", "actors.frontends", "daemon", "stop"], env=env, capture_output=True, timeout=30, check=False
+        )

@@ -27,6 +27,7 @@ from bus.messages import (
     ModelChunk,
     ModelFinished,
     SessionConfigured,
+    SessionOpened,
     SubmitPrompt,
     TextStreamed,
     ThoughtStreamed,
@@ -398,3 +399,19 @@ def test_an_interrupted_replay_ends_the_calls_it_left_open() -> None:
     assert ended["toolCallId"] == "c1" and ended["status"] == "failed"
     assert ended["content"] == [{"type": "content", "content": {"type": "text", "text": "The session was interrupted before the tool finished."}}]
     assert v.interrupted("again") == []  # ended once
+
+
+@pytest.mark.parametrize("replay", [True, False])
+def test_a_session_reopened_from_its_recording_ends_what_its_killed_process_left_open(replay: bool) -> None:
+    # ``acp --attach`` to a session a killed daemon left mid-call: the catch-up from the
+    # recording reaches the session's reopening, after which nothing runs that call.
+    v = view(replay=replay)
+    v.feed(TurnStarted(session_id=SID, turn_id="t1", prompt_id="p1"))
+    v.feed(requested("c1", "read_file", {"file_path": "a.py"}))
+    v.feed(status("c1", "executing"))
+    opened = {"session_id": SID, "model": "gemini-2.5-flash", "approval_mode": "default", "workspace": str(WS)}
+    assert v.feed(SessionOpened(**opened)) == []  # a fresh start: nothing was left open
+    (ended,) = updates(v.feed(SessionOpened(**opened, resumed=True)))
+    assert (ended["toolCallId"], ended["status"]) == ("c1", "failed")
+    assert v.current_turn is None and not v.turns
+    assert v.feed(SessionOpened(**opened, resumed=True)) == []  # ended once
