@@ -22,6 +22,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         gc.disable()
         _collecting_after_imports = True
     if argv is None:
+        closed_streams_to_devnull()
         reuse_compiled_methods()
         answer_pthread_lookup()
     try:
@@ -122,6 +123,23 @@ def _dispatch(args: list[str], *, own_process: bool = False) -> int:
 
         return session_command(parsed)
     return run_headless(parsed, settings)
+
+
+def closed_streams_to_devnull() -> None:
+    """A standard stream its caller closed (``>&-``, a service manager): Python leaves
+    it ``None`` and the first write would fail with a traceback. As for Gemini CLI (it
+    runs, exit 0), what would go there goes nowhere: ``/dev/null`` takes the descriptor,
+    for this process and the commands it starts."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is not None:
+            continue
+        import os
+
+        null = os.open(os.devnull, os.O_RDWR)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        setattr(sys, name, open(fd, "r" if fd == 0 else "w", encoding="utf-8", errors="surrogateescape", closefd=False))
 
 
 def reuse_compiled_methods() -> bool:

@@ -87,3 +87,36 @@ def test_a_reader_that_stops_early_ends_the_run_quietly(home: Path, mode: str) -
     assert err == ""
     if mode == "stream-json":
         assert [json.loads(line)["type"] for line in first] == ["init", "message"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("-p", "hi", "-o", "text"),
+        ("-p", "hi", "-o", "json"),
+        ("-p", "hi", "-o", "stream-json"),
+        ("--list-sessions",),
+        ("tool", "--list"),
+        ("chat",),
+    ],
+    ids=lambda args: " ".join(args),
+)
+def test_a_closed_stdout_loses_the_output_not_the_run(home: Path, args: tuple[str, ...]) -> None:
+    # ``cmd >&-`` (cron, a service manager): Gemini CLI runs and exits 0; so does this,
+    # the model asked all the same (its answer is recorded), and nothing on stderr.
+    script = write_responses(home / "hi.responses", text_response("Hello"))
+    fake = ("-m", "gemini-2.5-flash", "--fake-responses", str(script)) if args[0] in ("-p", "chat") else ()
+    done = subprocess.run(
+        ["bash", "-c", '"$@" >&-', "bash", AGENTBUS, *args, *fake],
+        cwd=home / "ws",
+        env=env_for(home),
+        input="hi\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    if fake:
+        (recording,) = (home / "data" / "sessions").glob("*.jsonl")
+        assert '"text":"Hello"' in recording.read_text()
