@@ -12,7 +12,8 @@ gets from Node and its npm packages, so every actor computes them the same way:
 - ``_net``: Node's network error codes that Gemini retries.
 - ``_truncation``: Gemini's head-and-tail rendering of a long text, UTF-16 slices.
 - ``_regex``: JavaScript regular expressions on Python's ``re``, with V8's errors.
-- ``_model_json``: a model's JSON answer, fenced or not (the side requests' checks).
+- ``_model_json``: a model's JSON answer, fenced or not (the side requests' checks);
+  a count of its usage metadata.
 - ``_env``: which environment variables a child process may see (shell, MCP servers).
 - ``_lazy``: a package's public names imported on first use; patterns compiled on first use.
 - ``_cache_files``: a cache file read whole and written aside (``$XDG_CACHE_HOME/agentbus``).
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
         js_trim_start,
         utf16_len,
     )
-    from ._model_json import json_answer
+    from ._model_json import json_answer, token_count
     from ._net import RETRYABLE_NETWORK_CODES, is_network_retryable
     from ._node_path import (
         is_subpath,
@@ -127,6 +128,7 @@ __getattr__ = lazy_exports(
         "js_trim_start": "._js",
         "utf16_len": "._js",
         "json_answer": "._model_json",
+        "token_count": "._model_json",
         "RETRYABLE_NETWORK_CODES": "._net",
         "is_network_retryable": "._net",
         "is_subpath": "._node_path",
@@ -177,6 +179,7 @@ __all__ = [
     "escape_untrusted",
     "wrap_untrusted",
     "json_answer",
+    "token_count",
     "REDIRECTION_NAMES",
     "ShellComment",
     "ShellEntry",

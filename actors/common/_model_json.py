@@ -1,6 +1,6 @@
 """A model's JSON answer, as Gemini CLI reads the answers of its side requests (the
 next-speaker check, the loop check): the text itself, or a fenced ```` ```json ````
-block around it."""
+block around it; and a count of a response's ``usageMetadata``."""
 
 from __future__ import annotations
 
@@ -19,3 +19,9 @@ def json_answer(text: str) -> Any | None:
         return json.loads(body)
     except (ValueError, RecursionError):  # RecursionError: nested past the parser
         return None
+
+
+def token_count(value: Any) -> int:
+    """A count of a response's ``usageMetadata`` (``promptTokenCount``...): an integer,
+    anything else (a string, null, a boolean) 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -48,6 +48,7 @@ from ._stream_check import (
     NUDGE_THINKING_ONLY,
     StreamCheck,
     request_is_function_response,
+    shape_problem,
 )
 
 GATEWAY_ADDRESS = "gateway"
@@ -145,8 +146,11 @@ class GatewayActor:
                 nonlocal index
                 try:
                     msg = ModelChunk(session_id=req.session_id, request_id=req.request_id, index=index, chunk=chunk)
+                    problem = shape_problem(msg.chunk)
                 except JsonValueError as exc:  # nested too deep, NaN...: this response fails, not the gateway
-                    raise BackendError(f"the response cannot be used: {exc}", phase="stream") from None
+                    problem = str(exc)
+                if problem is not None:
+                    raise BackendError(f"the response cannot be used: {problem}", phase="stream")
                 check.feed(msg.chunk)  # type: ignore[arg-type]
                 index += 1
                 await port.send(msg, to=req.reply_to)

@@ -33,6 +33,52 @@ class InvalidStream:
     message: str
 
 
+def shape_problem(chunk: Any) -> str | None:
+    """Why a response chunk cannot be read as one (``None``: it can): it is a JSON
+    object whose ``candidates`` is a list of objects, each one's ``content`` an object
+    with a list of ``parts``, and whose ``usageMetadata`` is an object. Gemini CLI meets
+    such a chunk with a TypeError (``chunk?.candidates?.find is not a function``); here
+    the response fails with this reason, and every actor after the gateway reads only
+    chunks of that shape."""
+    if not isinstance(chunk, Mapping):
+        return f"a chunk is {_a(chunk)}, not an object"
+    usage = chunk.get("usageMetadata")
+    if usage is not None and not isinstance(usage, Mapping):
+        return f"usageMetadata is {_a(usage)}, not an object"
+    cands = chunk.get("candidates")
+    if cands is None:
+        return None
+    if not isinstance(cands, (list, tuple)):
+        return f"candidates is {_a(cands)}, not a list"
+    for cand in cands:
+        if not isinstance(cand, Mapping):
+            return f"a candidate is {_a(cand)}, not an object"
+        content = cand.get("content")
+        if content is None:
+            continue
+        if not isinstance(content, Mapping):
+            return f"a candidate's content is {_a(content)}, not an object"
+        parts = content.get("parts")
+        if parts is not None and not isinstance(parts, (list, tuple)):
+            return f"a candidate's parts is {_a(parts)}, not a list"
+    return None
+
+
+def _a(value: Any) -> str:
+    """A JSON value's kind, for a message: ``a number``, ``a string``..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return "an object"
+
+
 def _parts(chunk: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     cands = chunk.get("candidates") or ()
     if not cands:

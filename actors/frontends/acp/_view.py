@@ -52,6 +52,7 @@ from typing import Any, TypeAlias
 
 import attrs
 
+from actors.common import token_count
 from actors.frontends.acp._present import (
     SHELL_CANCELLED_TEXT,
     SHELL_TOOLS,
@@ -566,9 +567,9 @@ class SessionView:
         turn = self.turns.get(turn_id)
         if turn is None or not isinstance(usage, dict):
             return
-        prompt = _int(usage.get("promptTokenCount"))
-        output = _int(usage.get("candidatesTokenCount"))
-        turn.context = (_int(usage.get("totalTokenCount")) or prompt + output, model)
+        prompt = token_count(usage.get("promptTokenCount"))
+        output = token_count(usage.get("candidatesTokenCount"))
+        turn.context = (token_count(usage.get("totalTokenCount")) or prompt + output, model)
         turn.input_tokens += prompt
         turn.output_tokens += output
         if prompt or output:
@@ -623,10 +624,6 @@ def _text_of(llm_content: Any) -> str:
     if isinstance(llm_content, list | tuple):
         return "".join(str(p.get("text", "")) for p in llm_content if isinstance(p, dict))
     return ""
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _chunk(kind: str, text: str) -> Update:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import attrs
 
-from actors.common import strip_ansi
+from actors.common import strip_ansi, token_count
 from actors.frontends.headless._retried_text import RetriedText, Shown, discard_notice
 from actors.gateway import retry_notice
 from bus.json_values import thaw
@@ -127,16 +127,16 @@ class Stats:
             by_type = m["api"]["errorsByType"]
             by_type[error_type] = by_type.get(error_type, 0) + 1
         if usage:
-            prompt = int(usage.get("promptTokenCount") or 0)
-            cached = int(usage.get("cachedContentTokenCount") or 0)
+            prompt = token_count(usage.get("promptTokenCount"))
+            cached = token_count(usage.get("cachedContentTokenCount"))
             add = {
                 "input": max(0, prompt - cached),
                 "prompt": prompt,
-                "candidates": int(usage.get("candidatesTokenCount") or 0),
-                "total": int(usage.get("totalTokenCount") or 0),
+                "candidates": token_count(usage.get("candidatesTokenCount")),
+                "total": token_count(usage.get("totalTokenCount")),
                 "cached": cached,
-                "thoughts": int(usage.get("thoughtsTokenCount") or 0),
-                "tool": int(usage.get("toolUsePromptTokenCount") or 0),
+                "thoughts": token_count(usage.get("thoughtsTokenCount")),
+                "tool": token_count(usage.get("toolUsePromptTokenCount")),
             }
             for bucket in (m["tokens"], r["tokens"]):
                 for k, v in add.items():

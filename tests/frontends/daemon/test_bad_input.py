@@ -142,6 +142,27 @@ async def test_a_client_that_never_reads_is_dropped_and_the_session_goes_on(home
                 await sleeper.stream.aclose()
 
 
+async def test_a_response_of_the_wrong_shape_fails_its_turn_not_the_daemon(home: Path) -> None:
+    """The gateway serves every session of the daemon: a chunk it could not read used
+    to stop it, and the daemon with it."""
+    bad = home / "bad.responses"
+    bad.write_text(json.dumps({"method": "generateContentStream", "response": [{"candidates": 5}]}) + "\n")
+    good_fake = write_responses(home / "good.responses", text_response("fine"))
+    with trio.fail_after(30):
+        async with running_daemon(home), client_of(home) as client:
+            good = (await client.create_session(str(home / "ws"), fake_responses=str(good_fake), model="gemini-2.5-flash")).session_id
+            broken = (await client.create_session(str(home / "ws"), fake_responses=str(bad), model="gemini-2.5-flash")).session_id
+            await client.subscribe(broken, from_seq=1)
+            prompt_id = (await client.prompt(broken, "hi")).prompt_id
+            failed = await own_turn_end(client, prompt_id)
+            assert failed.stop_reason == "error" and failed.error is not None
+            assert "the response cannot be used: candidates is a number, not a list" in failed.error.message
+            await client.subscribe(good, from_seq=1)
+            prompt_id = (await client.prompt(good, "hi")).prompt_id
+            assert (await own_turn_end(client, prompt_id)).stop_reason == "end_turn"
+            assert (await client.prompt(broken, "again")).prompt_id  # that session goes on too
+
+
 async def own_turn_end(client: object, prompt_id: str | None) -> TurnEnded:
     from bus import Envelope
 

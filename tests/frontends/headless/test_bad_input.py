@@ -140,3 +140,36 @@ def test_api_error_in_text_mode_is_said_once_without_object_object(tmp_path: Pat
     assert proc.stderr.startswith("Error when talking to Gemini API: No more mock responses for generateContentStream")
     assert "[object Object]" not in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("chunk", "why"),
+    [
+        ({"candidates": 5}, "candidates is a number, not a list"),
+        ([1, 2], "a chunk is a list, not an object"),
+        ({"candidates": [5]}, "a candidate is a number, not an object"),
+        ({"candidates": [{"content": "x"}]}, "a candidate's content is a string, not an object"),
+        ({"candidates": [{"content": {"parts": {}}}]}, "a candidate's parts is an object, not a list"),
+        ({"candidates": [], "usageMetadata": [1]}, "usageMetadata is a list, not an object"),
+    ],
+)
+def test_a_response_chunk_of_the_wrong_shape_fails_the_response_in_one_line(tmp_path: Path, chunk: object, why: str) -> None:
+    # Gemini CLI meets these with a TypeError (``chunk?.candidates?.find is not a
+    # function``): a failed turn, exit 1. Here they took the gateway down with them.
+    bad = tmp_path / "bad.responses"
+    bad.write_text(json.dumps({"method": "generateContentStream", "response": [chunk]}) + "\n")
+    proc = run(["-p", "hi", "-m", "gemini-2.5-flash", "--fake-responses", str(bad)], tmp_path)
+    assert_clean_failure(proc, 1, f"the response cannot be used: {why}")
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_usage_counts_that_are_not_numbers_count_as_none(tmp_path: Path) -> None:
+    usage = {"promptTokenCount": "abc", "candidatesTokenCount": None, "totalTokenCount": True}
+    chunk = {"candidates": [{"content": {"role": "model", "parts": [{"text": "x"}]}, "finishReason": "STOP"}], "usageMetadata": usage}
+    answer = tmp_path / "usage.responses"
+    answer.write_text(json.dumps({"method": "generateContentStream", "response": [chunk]}) + "\n")
+    proc = run(["-p", "hi", "-m", "gemini-2.5-flash", "-o", "json", "--fake-responses", str(answer)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["response"] == "x"
+    assert out["stats"]["models"]["gemini-2.5-flash"]["tokens"]["prompt"] == 0
