@@ -163,6 +163,42 @@ async def test_a_response_of_the_wrong_shape_fails_its_turn_not_the_daemon(home:
             assert (await client.prompt(broken, "again")).prompt_id  # that session goes on too
 
 
+async def test_a_prompt_of_parts_that_are_not_parts_is_refused_and_its_session_goes_on(home: Path) -> None:
+    """Such a prompt was taken: its session died of it, and its recording could not be
+    loaded again (the history held the bad part)."""
+    from actors.frontends.daemon.client import DaemonError
+    from bus.messages import new_id
+
+    fake = write_responses(home / "f.responses", text_response("first"), text_response("second"))
+    bad: list[tuple[str, tuple[object, ...]]] = [
+        ("parts", (1,)),
+        ("parts", (None,)),
+        ("parts", ("x",)),
+        ("parts", ({"text": 5},)),
+        ("parts", ({"text": "ok"}, {"inlineData": {"mimeType": "image/png", "data": 5}})),
+        ("attachments", ([],)),
+        ("attachments", ({"fileData": "gs://x"},)),
+    ]
+    with trio.fail_after(30):
+        async with running_daemon(home), client_of(home) as client:
+            sid = (await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")).session_id
+            await client.subscribe(sid, from_seq=1)
+            for field, value in bad:
+                try:
+                    await client.request(Prompt(session_id=sid, request_id=new_id(), text="hi", **{field: value}))
+                except DaemonError as exc:
+                    assert exc.code == "invalid" and "a prompt's parts are Gemini API parts: part " in str(exc), exc
+                else:
+                    raise AssertionError(f"{field}={value!r} was taken")
+            prompt_id = (await client.prompt(sid, "hi", parts=({"text": "hi"},))).prompt_id
+            assert (await own_turn_end(client, prompt_id)).stop_reason == "end_turn"
+            await client.end_session(sid)
+            await client.load_session(sid, fake_responses=str(fake))  # its recording reads back
+            await client.subscribe(sid, from_seq=1)
+            prompt_id = (await client.prompt(sid, "again")).prompt_id
+            assert (await own_turn_end(client, prompt_id)).stop_reason == "end_turn"
+
+
 async def own_turn_end(client: object, prompt_id: str | None) -> TurnEnded:
     from bus import Envelope
 
