@@ -43,11 +43,20 @@ class FakeEntry:
     line: int
 
 
+MAX_FAKE_RESPONSES_BYTES = 256 << 20
+"""The largest fake-responses file read (a daemon reads one for each session a client
+asks for: a bigger one, or a device that never ends, is refused, not read into memory)."""
+
+
 def load_fake_responses(path: str | Path) -> list[FakeEntry]:
     """Parse a fake-responses file; raises ``FakeResponsesError`` naming file and line."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as fh:
+            raw = fh.read(MAX_FAKE_RESPONSES_BYTES + 1)  # /dev/zero would take every byte of memory
+        if len(raw) > MAX_FAKE_RESPONSES_BYTES:
+            raise FakeResponsesError(f"fake responses file {p} is larger than {MAX_FAKE_RESPONSES_BYTES >> 20} MiB")
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise FakeResponsesError(f"fake responses file not found: {p}") from None
     except IsADirectoryError:
@@ -62,6 +71,10 @@ def load_fake_responses(path: str | Path) -> list[FakeEntry]:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             raise FakeResponsesError(f"{p}:{lineno}: malformed JSON: {exc.msg}") from None
+        except RecursionError:
+            raise FakeResponsesError(f"{p}:{lineno}: unusable JSON: nested too deep") from None
+        except ValueError:  # (not a JSONDecodeError: Python's integer-conversion limit)
+            raise FakeResponsesError(f"{p}:{lineno}: unusable JSON: an integer of more than 4,300 digits") from None
         if not isinstance(data, dict) or "method" not in data or "response" not in data:
             raise FakeResponsesError(
                 f"{p}:{lineno}: expected an object with 'method' and 'response'"

@@ -173,3 +173,23 @@ def test_usage_counts_that_are_not_numbers_count_as_none(tmp_path: Path) -> None
     out = json.loads(proc.stdout)
     assert out["response"] == "x"
     assert out["stats"]["models"]["gemini-2.5-flash"]["tokens"]["prompt"] == 0
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ('{"method":"generateContentStream","response":[{"x":' + "9" * 5000 + "}]}", "an integer of more than 4,300 digits"),
+        ('{"method":"generateContentStream","response":[' + "[" * 5000 + "]" * 5000 + "]}", "nested too deep"),
+    ],
+    ids=["huge integer", "deep nesting"],
+)
+def test_a_fake_responses_line_python_cannot_hold_is_named(tmp_path: Path, line: str, why: str) -> None:
+    bad = tmp_path / "bad.responses"
+    bad.write_text(line + "\n")
+    proc = run(["-p", "hi", "--fake-responses", str(bad)], tmp_path)
+    assert_clean_failure(proc, 1, f"{bad}:1: unusable JSON: {why}")
+
+
+def test_a_fake_responses_file_that_never_ends_is_refused_not_read_into_memory(tmp_path: Path) -> None:
+    proc = run(["-p", "hi", "--fake-responses", "/dev/zero"], tmp_path)
+    assert_clean_failure(proc, 1, "fake responses file /dev/zero is larger than 256 MiB")
