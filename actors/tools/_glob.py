@@ -191,33 +191,46 @@ def _parse_class(seg: str, start: int) -> tuple[str, int] | None:
     if i < len(seg) and seg[i] in "!^":
         negate = True
         i += 1
-    body = ""
+    body: list[str] = []
+    last = ""
+    """The character the last piece of ``body`` stands for, when it is one (a range's start)."""
     first = True
     while i < len(seg):
         ch = seg[i]
         if ch == "]" and not first:
             if not body:
-                return None
-            return ("[^/" + body + "]" if negate else "[" + body + "]"), i + 1
+                # Only reversed ranges (``[z-a]``): minimatch's class that "cannot possibly
+                # match anything", which makes the whole pattern match nothing.
+                return "(?!)", i + 1
+            return ("[^/" + "".join(body) + "]" if negate else "[" + "".join(body) + "]"), i + 1
         first = False
         if ch == "[" and seg.startswith("[:", i):
             end = seg.find(":]", i + 2)
             name = seg[i + 2 : end] if end > 0 else ""
             if name in _POSIX_CLASSES:
-                body += _POSIX_CLASSES[name]
+                body.append(_POSIX_CLASSES[name])
+                last = ""
                 i = end + 2
                 continue
+        if ch == "-" and last and i + 1 < len(seg) and seg[i + 1] != "]":
+            stop, i = (seg[i + 2], i + 3) if seg[i + 1] == "\\" and i + 2 < len(seg) else (seg[i + 1], i + 2)
+            body.pop()
+            if stop >= last:  # minimatch drops a reversed range (JavaScript would refuse it)
+                body.append(_class_char(last) + "-" + _class_char(stop) if stop > last else _class_char(last))
+            last = ""
+            continue
         if ch == "\\" and i + 1 < len(seg):
-            body += re.escape(seg[i + 1])
-            i += 2
-            continue
-        if ch == "-" and body and i + 1 < len(seg) and seg[i + 1] != "]":
-            body += "-"
+            ch = seg[i + 1]
             i += 1
-            continue
-        body += "\\" + ch if ch in "\\]^-[" else ch
+        body.append(_class_char(ch))
+        last = ch
         i += 1
     return None
+
+
+def _class_char(ch: str) -> str:
+    """``ch`` inside a regex character class."""
+    return "\\" + ch if ch in "\\]^-[" else ch
 
 
 def _segment_source(seg: str) -> str:

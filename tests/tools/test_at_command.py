@@ -181,3 +181,10 @@ def test_outside_the_workspace(ws: Path, tmp_path: Path) -> None:
     absolute = expand(f"@{ws / 'a.txt'}", ws)
     assert absolute[0] == {"text": "@a.txt"}
     assert absolute[2] == {"text": "\nContent from @a.txt:\n"}
+
+
+def test_a_reference_that_is_a_bad_glob_is_left_as_typed(ws: Path) -> None:
+    # Not a file: its search (``**/*x[z-a]*``) finds nothing, as minimatch's would; it
+    # raised Python's re.error and the prompt was lost.
+    query = 'read @"x[z-a]" please'
+    assert expand(query, ws) == [{"text": query}]

@@ -67,6 +67,13 @@ async def test_recent_first_then_alphabetical(tmp_path: Path) -> None:
     assert TOOL.describe({"pattern": "**/*.txt"}, env) == "'**/*.txt'"
 
 
+async def test_a_pattern_with_a_reversed_range_finds_nothing(tmp_path: Path) -> None:
+    env = make_env(tmp_path)
+    touch(env.workspace / "a.txt")
+    out = await call(TOOL, env, pattern="[z-a]*")
+    assert (out.llm, out.display) == (f'No files found matching pattern "[z-a]*" within {env.workspace}', "No files found")
+
+
 async def test_no_match_and_ignored_counts(tmp_path: Path) -> None:
     env = make_env(tmp_path)
     ws = env.workspace
@@ -167,6 +174,12 @@ def test_matcher(tmp_path: Path) -> None:
     assert names("!(a).ts", nocase=False) == [".x.ts"]
     assert names("+(a|b).ts") == ["a.ts", "b.TS"]
     assert names("./d/../c.md") == ["c.md"]
+    # Character classes as minimatch reads them: a reversed range is dropped, and a
+    # class of nothing but reversed ranges matches nothing (it was Python's re.error).
+    assert names("[a-c].ts") == ["a.ts", "b.TS"]
+    assert names("[z-a].ts") == names("[!z-a].ts") == names("d/[z-a]*") == []
+    assert names("[z-ab].ts") == ["b.TS"]
+    assert names("[a\\-b].ts") == ["a.ts", "b.TS"]
     assert expand_braces("x{1..3}") == ["x1", "x2", "x3"]
     assert expand_braces("{a,b{c,d}}e") == ["ae", "bce", "bde"]
     assert expand_braces("{a}") == ["{a}"]
