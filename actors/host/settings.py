@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from actors.common import js_json_int
 from actors.host.errors import FatalConfigError
 
 
@@ -93,11 +94,13 @@ def load_settings_file(path: Path) -> dict[str, Any]:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise SettingsFileError(f"Error in {path}: {reason}") from None
     try:
-        data = json.loads(_strip_comments(text))
+        data = json.loads(_strip_comments(text), parse_int=js_json_int)
     except json.JSONDecodeError as exc:
         raise SettingsFileError(
             f"Error in {path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    except RecursionError:  # nested past the parser, as V8's stack is for Gemini CLI's
+        raise SettingsFileError(f"Error in {path}: Maximum call stack size exceeded") from None
     if not isinstance(data, dict):
         raise SettingsFileError(f"Error in {path}: Settings file is not a valid JSON object.")
     return data

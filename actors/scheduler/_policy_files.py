@@ -240,6 +240,8 @@ def _parse_policy_text(
             line = max(1, text.count("\n") + (0 if text.endswith("\n") else 1))
         detail = _TOML_LOCATION.sub("", message).strip()
         raise PolicyFileError(path, line, f"TOML parsing failed: {detail}") from exc
+    except RecursionError:  # arrays or tables nested past the parser
+        raise PolicyFileError(path, 1, "TOML parsing failed: nested too deep") from None
 
     raw_rules = data.get("rule", [])
     if not isinstance(raw_rules, list):

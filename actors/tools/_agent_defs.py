@@ -163,6 +163,10 @@ def parse_agent_markdown(
         raise AgentLoadError(
             path, f"YAML frontmatter parsing failed: {_yaml_message(exc)}"
         ) from None
+    except RecursionError:
+        raise AgentLoadError(path, "YAML frontmatter parsing failed: nested too deep") from None
+    except ValueError:  # (Python's integer-conversion limit)
+        raise AgentLoadError(path, "YAML frontmatter parsing failed: an integer of more than 4,300 digits") from None
     if isinstance(raw, list) or (
         isinstance(raw, dict) and (raw.get("kind") == "remote" or _REMOTE_KEYS & set(raw))
     ):

@@ -70,7 +70,7 @@ def test_yolo_and_approval_mode_conflict(tmp_path: Path) -> None:
     assert_clean_failure(proc, 1, "Cannot use both --yolo (-y) and --approval-mode together.")
 
 
-@pytest.mark.parametrize("content", ["{not json", "", "[1]"])
+@pytest.mark.parametrize("content", ["{not json", "", "[1]", '{"x":' * 5000 + "1" + "}" * 5000])
 def test_unreadable_settings_exit_52_naming_the_file(tmp_path: Path, content: str) -> None:
     settings = tmp_path / ".gemini" / "settings.json"
     settings.parent.mkdir()
@@ -193,3 +193,35 @@ def test_a_fake_responses_line_python_cannot_hold_is_named(tmp_path: Path, line:
 def test_a_fake_responses_file_that_never_ends_is_refused_not_read_into_memory(tmp_path: Path) -> None:
     proc = run(["-p", "hi", "--fake-responses", "/dev/zero"], tmp_path)
     assert_clean_failure(proc, 1, "fake responses file /dev/zero is larger than 256 MiB")
+
+
+def test_a_settings_integer_past_pythons_digits_is_a_number_as_in_javascript(tmp_path: Path) -> None:
+    settings = tmp_path / ".gemini" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"model": {"maxSessionTurns": ' + "9" * 5000 + "}}")  # JSON.parse: Infinity
+    proc = run(["-p", "hi", "-m", "gemini-2.5-flash", "--fake-responses", str(HELLO)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "Hello! How can I help you today?"
+
+
+def test_a_policy_file_nested_past_the_parser_refuses_to_start(tmp_path: Path) -> None:
+    policy = tmp_path / "deep.toml"
+    policy.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    proc = run(["-p", "hi", "--policy", str(policy), "--fake-responses", str(HELLO)], tmp_path)
+    assert_clean_failure(proc, 52, f"Error in policy file {policy}:1: TOML parsing failed: nested too deep")
+
+
+@pytest.mark.parametrize(
+    ("frontmatter", "why"),
+    [("x: " + "[" * 5000 + "]" * 5000, "nested too deep"), ("max_turns: " + "9" * 5000, "an integer of more than 4,300 digits")],
+    ids=["deep", "huge integer"],
+)
+def test_an_agent_file_python_cannot_read_is_skipped_in_one_line(tmp_path: Path, frontmatter: str, why: str) -> None:
+    agent = tmp_path / ".gemini" / "agents" / "odd.md"
+    agent.parent.mkdir(parents=True)
+    agent.write_text(f"---\nname: odd\ndescription: d\n{frontmatter}\n---\nbody\n")
+    proc = run(["-p", "hi", "-m", "gemini-2.5-flash", "--fake-responses", str(HELLO)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "Hello! How can I help you today?"
+    # (Once as the user's agent too: this test's home is the workspace.)
+    assert set(proc.stderr.splitlines()) == {f"Agent loading error: Failed to load agent from {agent}: YAML frontmatter parsing failed: {why}"}
