@@ -412,6 +412,11 @@ def _transport_error(exc: httpx2.TransportError, phase: str, *, headers_seen: bo
         code = "ENOTFOUND" if "name" in text or "not known" in text else "ECONNREFUSED"
     elif isinstance(exc, httpx2.WriteError):
         code = "EPIPE"
+    elif headers_seen:
+        # The peer went away while the body was read: undici's ``terminated``, caused by
+        # a SocketError ``other side closed`` (UND_ERR_SOCKET), which Gemini CLI does not
+        # retry (its run fails, what was streamed stays shown).
+        code = "UND_ERR_SOCKET"
     else:
         code = "ECONNRESET"  # ReadError, RemoteProtocolError, CloseError: the peer went away
     return network_error(code, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, phase=phase)

@@ -226,8 +226,19 @@ async def test_reset_before_the_first_byte_is_retried() -> None:
     assert texts(got) == ["ok"]
 
 
-async def test_reset_after_k_chunks_retries_mid_stream_and_voids_the_partial_output() -> None:
+async def test_reset_after_k_chunks_fails_the_response_unretried_as_gemini_cli_does() -> None:
+    # Gemini CLI 0.61 against this server: ``TypeError: terminated``, caused by
+    # ``SocketError: other side closed`` (UND_ERR_SOCKET), which it does not retry.
     async with live([stream("a", "b", "c"), stream("A", "B", "C")], [Fault.reset(after_chunks=2)]) as h:
+        got = await h.ask()
+    assert retries(got) == [] and len(h.server.requests) == 1
+    assert texts(got) == ["a", "b"]
+    err = failed(got).error
+    assert err.message.startswith("terminated") and err.type == "NetworkError"
+
+
+async def test_a_retryable_error_after_k_chunks_retries_mid_stream_and_voids_the_partial_output() -> None:
+    async with live([stream("a", "b", "c"), stream("A", "B", "C")], [Fault.error_chunk(503, after_chunks=2)]) as h:
         got = await h.ask()
     [r] = retries(got)
     assert r.mid_stream and r.delay_s == pytest.approx(1.0 * SCALE)

@@ -54,7 +54,7 @@ def answer() -> FakeEntry:
 
 async def test_a_call_in_a_retried_attempt_is_never_executed(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("secret")
-    server = FakeGeminiServer([call_then_text(), answer()], faults=[Fault.reset(after_chunks=2)])
+    server = FakeGeminiServer([call_then_text(), answer()], faults=[Fault.error_chunk(503, after_chunks=2)])
     tools = {t.name: t for t in builtin_tools("gemini-test") if t.name == "read_file"}
     cfg = attrs.evolve(session_config(tmp_path), tools=tools, executor_of=executor_kind, registered_names=tuple(tools))
     bus = Bus()

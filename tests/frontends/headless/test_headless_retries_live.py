@@ -1,6 +1,6 @@
 """``agentbus -p`` (a real process) on the live backend against the fake Gemini server,
-through retries: a stream reset after "Alpha " shows the response once in each output
-mode; a retry that says something else is announced before its text; connection-layer
+through retries: a retried stream error after "Alpha " shows the response once in each
+output mode (a reset there fails the run, as in Gemini CLI); a retry that says something else is announced before its text; connection-layer
 retries are announced on stderr, one line each."""
 
 from __future__ import annotations
@@ -60,9 +60,21 @@ async def in_each_mode(tmp: Path, entries: list[FakeEntry], faults: list[Fault |
     return runs
 
 
-async def test_a_stream_reset_after_alpha_shows_the_response_once(tmp_path: Path) -> None:
+async def test_a_stream_reset_after_alpha_fails_the_run_as_gemini_cli_does(tmp_path: Path) -> None:
+    # Gemini CLI 0.61 on this server: "Alpha " shown, ``TypeError: terminated`` (its
+    # cause, UND_ERR_SOCKET, is not retried), exit 1.
     answer = stream("Alpha ", "Beta ", "Gamma.")
     for fmt, (run, server) in (await in_each_mode(tmp_path, [answer, answer], [Fault.reset(after_chunks=1)])).items():
+        assert run.code == 1, (fmt, run.stderr)
+        assert len(server.requests) == 1, fmt  # not retried
+        assert "terminated" in run.stderr + run.stdout, (fmt, run.stderr, run.stdout)
+        if fmt == "text":
+            assert run.stdout.startswith("Alpha ")
+
+
+async def test_a_retried_stream_error_after_alpha_shows_the_response_once(tmp_path: Path) -> None:
+    answer = stream("Alpha ", "Beta ", "Gamma.")
+    for fmt, (run, server) in (await in_each_mode(tmp_path, [answer, answer], [Fault.error_chunk(503, after_chunks=1)])).items():
         assert run.code == 0, run.stderr
         assert server.requests[0].chunks_sent == 1 and len(server.requests) == 2  # retried mid-stream
         assert response_of(run, fmt) == "Alpha Beta Gamma." + ("\n" if fmt == "text" else ""), fmt
