@@ -26,7 +26,8 @@ from actors.tools import acknowledge, builtin_tools, load_registry
 EXIT_CODES = """Exit codes:
   0  listed, and every definition loaded; with --acknowledge: acknowledged (definitions
      that failed to load are still listed on stderr)
-  1  listing: a definition failed to load (listed on stderr)"""
+  1  listing: a definition failed to load (listed on stderr)
+ 52  a settings file is broken (named on stderr)"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
     workspace = Path(os.getcwd()).resolve()
+    _settings.load_settings(workspace)  # a broken settings file stops it, as every command (exit 52)
     home = _settings.gemini_home()
     names = [t.name for t in builtin_tools("", agents=True)]
     registry = load_registry(workspace=workspace, home=home, known_tools=names)

@@ -37,3 +37,12 @@ def test_agents_help_lists_its_exit_codes(tmp_path: Path) -> None:
     assert helped.returncode == 0
     assert "Exit codes:" in helped.stdout
     assert "--acknowledge" in helped.stdout.split("Exit codes:")[1]
+
+
+def test_a_broken_settings_file_exits_52_as_every_command_does(tmp_path: Path) -> None:
+    settings = tmp_path / ".gemini" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{ "a": ')
+    listed = run(["agents"], tmp_path)
+    assert listed.returncode == 52, listed.stderr
+    assert f"Error in {settings}" in listed.stderr and "Traceback" not in listed.stderr
