@@ -45,7 +45,31 @@ def _make_converter() -> cattrs.Converter:
     conv.register_structure_hook_func(lambda t: t is JsonValue, lambda v, _t: freeze(v))
     conv.register_unstructure_hook_func(lambda t: t is JsonValue, thaw)
     conv.register_structure_hook_func(_is_literal, _structure_word)
+    # A field takes a value of its own type, not one cattrs would convert (``str(None)``
+    # is "None", ``int("5")`` is 5): a client's frame of the wrong type is refused.
+    conv.register_structure_hook(str, _structure_exactly)
+    conv.register_structure_hook(bool, _structure_exactly)
+    conv.register_structure_hook(int, _structure_int)
+    conv.register_structure_hook(float, _structure_float)
     return conv
+
+
+def _structure_exactly(value: Any, kind: type) -> Any:
+    if value.__class__ is kind:
+        return value
+    raise TypeError(f"{value!r} is not a {kind.__name__}")
+
+
+def _structure_int(value: Any, _kind: type) -> int:
+    if value.__class__ is int:
+        return value  # type: ignore[no-any-return]
+    raise TypeError(f"{value!r} is not an integer")
+
+
+def _structure_float(value: Any, _kind: type) -> float:
+    if value.__class__ in (float, int):
+        return float(value)
+    raise TypeError(f"{value!r} is not a number")
 
 
 def _is_literal(kind: Any) -> bool:

@@ -9,6 +9,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -107,6 +108,35 @@ async def test_each_kind_of_bad_input_is_refused_and_persistence_closes_the_conn
             first = await c.reply()
             assert isinstance(first, ProtocolError) and first.code == "hello_required"
             assert await c.reply() is None
+            await c.stream.aclose()
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"type": "ListSessions", "request_id": None},
+        {"type": "ListSessions", "request_id": 5},
+        {"type": "ListSessions", "request_id": ["a"]},
+        {"type": "CreateSession", "request_id": "c", "workspace": 5},
+        {"type": "CreateSession", "request_id": "c", "workspace": "/", "fake_chunk_delay_ms": "5"},
+        {"type": "CreateSession", "request_id": "c", "workspace": "/", "fake_chunk_delay_ms": True},
+        {"type": "Subscribe", "request_id": "s", "session_id": 123, "from_seq": 1},
+    ],
+    ids=lambda fields: f"{fields['type']} {next(k for k in reversed(fields) if k != 'type')}",
+)
+async def test_a_field_of_the_wrong_type_is_a_bad_frame_not_converted(home: Path, fields: dict[str, object]) -> None:
+    """A null request id was answered as "None", a number of milliseconds in a string
+    taken, a session named 123 created: cattrs converts what it can."""
+    with trio.fail_after(20):
+        async with running_daemon(home):
+            c = await raw(home)
+            await c.send(frame(Hello(request_id="h", protocol=PROTOCOL_VERSION)))
+            assert (await c.reply()).__class__.__name__ == "Welcome"
+            await c.send(json.dumps(fields).encode() + b"\n")
+            err = await c.reply()
+            assert isinstance(err, ProtocolError) and err.code == "bad_frame", err
+            await c.send(frame(ListSessions(request_id="still")))
+            assert isinstance(await c.reply(), SessionList)  # the connection goes on
             await c.stream.aclose()
 
 
