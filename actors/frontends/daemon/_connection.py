@@ -510,6 +510,9 @@ class ConnectionActor:
 
     async def _dispatch_here(self, msg: Message, port: Port) -> None:
         core = self.core
+        for name in _PATH_FIELDS:
+            if why := path_problem(getattr(msg, name, "")):
+                raise RequestError("invalid", f"{name}: {why}")
         match msg:
             case Hello():
                 await self._send(
@@ -916,6 +919,22 @@ class ConnectionActor:
         if batch:
             await self._send_frame(b"".join(batch))
         return max(expected, nxt)
+
+
+_PATH_FIELDS = ("workspace", "fake_responses")
+"""The fields of a request that name a file or directory of this machine."""
+
+
+def path_problem(path: str) -> str | None:
+    """Why ``path`` can name no file here (``None``: it can, or it is empty): the
+    system's calls refuse it before looking (they raised, and the request failed with a
+    Python error)."""
+    if "\x00" in path:
+        return "a path cannot hold a NUL character"
+    encoded = os.fsencode(path)  # (a lone surrogate is refused with its frame)
+    if len(encoded) >= 4096 or any(len(name) > 255 for name in encoded.split(b"/")):
+        return "the path is longer than the system allows (4,096 bytes, 255 a name)"
+    return None
 
 
 _PART_OBJECTS = {"inlineData": ("mimeType", "data"), "fileData": ("fileUri",)}

@@ -140,6 +140,30 @@ async def test_a_field_of_the_wrong_type_is_a_bad_frame_not_converted(home: Path
             await c.stream.aclose()
 
 
+@pytest.mark.parametrize(
+    ("fields", "why"),
+    [
+        ({"type": "ListSessions", "workspace": "/tmp/\u0000"}, "workspace: a path cannot hold a NUL character"),
+        ({"type": "CreateSession", "workspace": "/" + "w" * 5000}, "workspace: the path is longer than the system allows"),
+        ({"type": "CreateSession", "workspace": "/tmp", "fake_responses": "f\u0000"}, "fake_responses: a path cannot hold a NUL"),
+    ],
+    ids=["nul", "long", "nul fake"],
+)
+async def test_a_path_no_system_call_takes_is_refused_as_invalid(
+    home: Path, fields: dict[str, object], why: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with trio.fail_after(20):
+        async with running_daemon(home):
+            c = await raw(home)
+            await c.send(frame(Hello(request_id="h", protocol=PROTOCOL_VERSION)))
+            assert (await c.reply()).__class__.__name__ == "Welcome"
+            await c.send(json.dumps({**fields, "request_id": "r"}).encode() + b"\n")
+            err = await c.reply()
+            assert isinstance(err, ProtocolError) and err.code == "invalid" and err.message.startswith(why), err
+            await c.stream.aclose()
+    assert "Traceback" not in caplog.text
+
+
 async def test_a_client_that_never_reads_is_dropped_and_the_session_goes_on(home: Path) -> None:
     words = [" ".join(hashlib.sha256(f"{i}.{j}".encode()).hexdigest()[:14] for j in range(27)) for i in range(200)]
     fake = write_responses(home / "long.responses", text_response(*words), text_response("again"))
