@@ -31,18 +31,18 @@ class OpenSession:
 @shared_methods
 @attrs.frozen(kw_only=True, repr=False, eq=False)
 class SessionOpened:
-    """Event: the session is ready to take prompts."""
+    """Event: the session is ready to take prompts. Its actors start here: whatever its
+    messages before this left open (a turn without its ``TurnEnded``, a call without its
+    final status, a question without its ``ApprovalSettled``: the process running them
+    was killed, or a failover moved the session) ended with that process, and a client
+    shows it ended (its calls ``error``: the session was interrupted before the tool
+    finished), as the history the model gets has it."""
 
     session_id: str
     model: str
     approval_mode: ApprovalMode
     workspace: str
     resumed: bool = False
-    """Reopened from its recording. What the recording left open before this (a turn
-    without its ``TurnEnded``, a call without its final status, a question without its
-    ``ApprovalSettled``: the process running them was killed) ended with that process;
-    a client catching up shows it ended (its calls ``error``: the session was
-    interrupted before the tool finished), as the history the model gets has it."""
 
 
 @shared_methods

@@ -422,6 +422,11 @@ class AcpSession:
                 # Settled without this client's answer (the turn was cancelled, the mode
                 # changed, another client answered): withdraw the question.
                 asking.cancel(reason="the call no longer waits for an answer")
+        if isinstance(msg, SessionOpened):
+            # The actors (re)started: no question asked before waits any more.
+            for asking in self._asking.values():
+                asking.cancel(reason="the session restarted")
+            self._asking.clear()
         for effect in self.view.feed(msg):
             await self._apply(effect)
 

@@ -343,13 +343,12 @@ class SessionView:
                 return []
             case SessionOpened():
                 self.approval_mode, self.model = msg.approval_mode, msg.model
-                if not msg.resumed:
-                    return []
-                # Reopened from its recording: what the recording left open (its
-                # process was killed mid-turn) ended with that process.
-                self.current_turn = None
-                self.turns.clear()
-                return [*self._message(self._text.end()), *self.interrupted(INTERRUPTED_TOOL_REASON)]
+                # The session's actors (re)start: what was open before (its process
+                # was killed mid-turn, or a failover moved it) ended with that process;
+                # a prompt of this editor still waiting on such a turn is answered.
+                ended, self.turns, self.current_turn = self.turns, {}, None
+                done = [] if self.replay else [PromptDone(t.prompt_id, {"stopReason": "cancelled"}) for t in ended.values()]
+                return [*self._message(self._text.end()), *self.interrupted(INTERRUPTED_TOOL_REASON), *done]
             case SessionConfigured():
                 changed = msg.approval_mode != self.approval_mode
                 model_changed = msg.model != self.model

@@ -34,6 +34,7 @@ from bus.messages import (
     ApprovalRequested,
     ApprovalSettled,
     CaughtUp,
+    SessionOpened,
     SessionReady,
     SessionSummary,
     TurnEnded,
@@ -269,14 +270,18 @@ class ChatApp:
             if not self.unseen_questions:
                 self.questions_seen.set()
             self._changed()
-            if isinstance(event, Envelope) and isinstance(event.message, TurnEnded):
-                if (started := self.turn_prompts.pop(event.message.turn_id, None)) is not None:
-                    # Ours even if the acceptance came after the turn started (or ended).
-                    self.my_prompts.discard(started)
-                    self.ended_prompts.append(started)
+            if isinstance(event, Envelope) and isinstance(event.message, TurnEnded | SessionOpened):
+                # A SessionOpened ends every turn still open (its process stopped).
+                msg = event.message
+                ended = [msg.turn_id] if isinstance(msg, TurnEnded) else list(self.turn_prompts)
+                for turn_id in ended:
+                    if (started := self.turn_prompts.pop(turn_id, None)) is not None:
+                        # Ours even if the acceptance came after the turn started (or ended).
+                        self.my_prompts.discard(started)
+                        self.ended_prompts.append(started)
                 self.interrupts = 0
                 self._update_idle()
-                if not self.render.catching_up:
+                if ended and not self.render.catching_up:
                     self.prompt_marker()
         self.line("(the daemon closed the connection)", "red")
         self.exit_code = 1

@@ -280,7 +280,7 @@ class Renderer:
             case SessionClosed():
                 self.pending.clear()
                 return self._line(self.style(f"(session closed: {msg.reason})", "yellow"))
-            case SessionOpened(resumed=True):
+            case SessionOpened():
                 return self._interrupted(msg, now)
             case SubagentActivity():
                 return self.subagent(msg)
@@ -288,8 +288,8 @@ class Renderer:
                 return ""
 
     def _interrupted(self, msg: SessionOpened, now: float) -> str:
-        """The session reopened from its recording: a turn, call or question the
-        recording left open ended with the process that ran it (killed mid-turn), and
+        """The session's actors (re)started (``SessionOpened``): a turn, call or question
+        left open before ended with the process that ran it (killed mid-turn), and
         nothing answers it any more."""
         out = "".join(
             self._tool_update(

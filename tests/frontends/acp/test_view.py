@@ -402,16 +402,20 @@ def test_an_interrupted_replay_ends_the_calls_it_left_open() -> None:
 
 
 @pytest.mark.parametrize("replay", [True, False])
-def test_a_session_reopened_from_its_recording_ends_what_its_killed_process_left_open(replay: bool) -> None:
+def test_a_session_whose_actors_restart_ends_what_its_killed_process_left_open(replay: bool) -> None:
     # ``acp --attach`` to a session a killed daemon left mid-call: the catch-up from the
-    # recording reaches the session's reopening, after which nothing runs that call.
+    # recording reaches the session's reopening (or a failover's, live), after which
+    # nothing runs that call, and nothing will end the editor's prompt.
     v = view(replay=replay)
+    opened = {"session_id": SID, "model": "gemini-2.5-flash", "approval_mode": "default", "workspace": str(WS)}
+    assert v.feed(SessionOpened(**opened)) == []  # nothing was open
     v.feed(TurnStarted(session_id=SID, turn_id="t1", prompt_id="p1"))
     v.feed(requested("c1", "read_file", {"file_path": "a.py"}))
     v.feed(status("c1", "executing"))
-    opened = {"session_id": SID, "model": "gemini-2.5-flash", "approval_mode": "default", "workspace": str(WS)}
-    assert v.feed(SessionOpened(**opened)) == []  # a fresh start: nothing was left open
-    (ended,) = updates(v.feed(SessionOpened(**opened, resumed=True)))
+    effects = v.feed(SessionOpened(**opened, resumed=True))
+    (ended,) = updates(effects)
     assert (ended["toolCallId"], ended["status"]) == ("c1", "failed")
+    done = [e for e in effects if isinstance(e, PromptDone)]
+    assert [(d.prompt_id, d.result) for d in done] == ([] if replay else [("p1", {"stopReason": "cancelled"})])
     assert v.current_turn is None and not v.turns
     assert v.feed(SessionOpened(**opened, resumed=True)) == []  # ended once
