@@ -51,7 +51,6 @@ if TYPE_CHECKING:
     from ._js import (
         JS_WHITESPACE,
         js_json,
-        js_json_int,
         js_number,
         js_parse_int,
         js_round,
@@ -121,7 +120,6 @@ __getattr__ = lazy_exports(
         "JS_WHITESPACE": "._js",
         "js_json": "._js",
         "js_number": "._js",
-        "js_json_int": "._js",
         "js_parse_int": "._js",
         "js_round": "._js",
         "js_to_fixed": "._js",
@@ -223,7 +221,6 @@ __all__ = [
     "is_within_root",
     "js_json",
     "js_number",
-    "js_json_int",
     "js_parse_int",
     "js_regex_to_python",
     "js_round",

@@ -50,16 +50,6 @@ def js_parse_int(text: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def js_json_int(digits: str) -> int | float:
-    """An integer of JSON text as ``JSON.parse`` reads it into a value Python can hold
-    (``json.loads(..., parse_int=js_json_int)``): past Python's 4,300 digits, the
-    double JavaScript makes of it (``Infinity`` beyond 1e308) instead of a ValueError."""
-    try:
-        return int(digits)
-    except ValueError:
-        return float(digits)
-
-
 def js_round(x: float) -> int:
     """``Math.round``: the nearest integer, halves toward +∞.
 

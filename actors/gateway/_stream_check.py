@@ -36,7 +36,8 @@ class InvalidStream:
 def shape_problem(chunk: Any) -> str | None:
     """Why a response chunk cannot be read as one (``None``: it can): it is a JSON
     object whose ``candidates`` is a list of objects, each one's ``content`` an object
-    with a list of ``parts``, and whose ``usageMetadata`` is an object. Gemini CLI meets
+    with a list of ``parts`` (a ``functionCall`` among them an object, its ``id`` a
+    string), and whose ``usageMetadata`` is an object. Gemini CLI meets
     such a chunk with a TypeError (``chunk?.candidates?.find is not a function``); here
     the response fails with this reason, and every actor after the gateway reads only
     chunks of that shape."""
@@ -61,6 +62,14 @@ def shape_problem(chunk: Any) -> str | None:
         parts = content.get("parts")
         if parts is not None and not isinstance(parts, (list, tuple)):
             return f"a candidate's parts is {_a(parts)}, not a list"
+        for part in parts or ():
+            call = part.get("functionCall") if isinstance(part, Mapping) else None
+            if call is None:
+                continue
+            if not isinstance(call, Mapping):
+                return f"a functionCall is {_a(call)}, not an object"
+            if call.get("id") is not None and not isinstance(call["id"], str):
+                return f"a functionCall's id is {_a(call['id'])}, not a string"
     return None
 
 

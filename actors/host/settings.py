@@ -8,12 +8,12 @@ read or parsed is a ``FatalConfigError`` naming it.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from actors.common import js_json_int
 from actors.host.errors import FatalConfigError
 
 
@@ -84,6 +84,19 @@ class SettingsFileError(Exception):
     """One settings file is unusable; ``str()`` is ``Error in <path>: <reason>``."""
 
 
+class _NotFinite(Exception):
+    pass
+
+
+def _finite(text: str) -> float:
+    """A JSON number with a fraction or exponent; one past a double (``1e400``, which
+    JSON.parse makes Infinity) is refused: no setting takes it."""
+    value = float(text)
+    if math.isinf(value):
+        raise _NotFinite(text)
+    return value
+
+
 def load_settings_file(path: Path) -> dict[str, Any]:
     """One settings file ({} when absent). An empty file is an error, as in Gemini CLI."""
     try:
@@ -94,13 +107,17 @@ def load_settings_file(path: Path) -> dict[str, Any]:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise SettingsFileError(f"Error in {path}: {reason}") from None
     try:
-        data = json.loads(_strip_comments(text), parse_int=js_json_int)
+        data = json.loads(_strip_comments(text), parse_float=_finite)
+    except _NotFinite:
+        raise SettingsFileError(f"Error in {path}: a number beyond 1e308 (it would be Infinity)") from None
     except json.JSONDecodeError as exc:
         raise SettingsFileError(
             f"Error in {path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
     except RecursionError:  # nested past the parser, as V8's stack is for Gemini CLI's
         raise SettingsFileError(f"Error in {path}: Maximum call stack size exceeded") from None
+    except ValueError:  # (not a JSONDecodeError: Python's integer-conversion limit)
+        raise SettingsFileError(f"Error in {path}: an integer of more than 4,300 digits") from None
     if not isinstance(data, dict):
         raise SettingsFileError(f"Error in {path}: Settings file is not a valid JSON object.")
     return data

@@ -242,6 +242,8 @@ def _parse_policy_text(
         raise PolicyFileError(path, line, f"TOML parsing failed: {detail}") from exc
     except RecursionError:  # arrays or tables nested past the parser
         raise PolicyFileError(path, 1, "TOML parsing failed: nested too deep") from None
+    except ValueError:  # (not a TOMLDecodeError: Python's integer-conversion limit)
+        raise PolicyFileError(path, 1, "TOML parsing failed: an integer of more than 4,300 digits") from None
 
     raw_rules = data.get("rule", [])
     if not isinstance(raw_rules, list):

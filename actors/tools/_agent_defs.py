@@ -165,8 +165,9 @@ def parse_agent_markdown(
         ) from None
     except RecursionError:
         raise AgentLoadError(path, "YAML frontmatter parsing failed: nested too deep") from None
-    except ValueError:  # (Python's integer-conversion limit)
-        raise AgentLoadError(path, "YAML frontmatter parsing failed: an integer of more than 4,300 digits") from None
+    except ValueError as exc:  # a value YAML reads but Python cannot make (a date of 30 February)
+        why = "an integer of more than 4,300 digits" if "integer string conversion" in str(exc) else str(exc)
+        raise AgentLoadError(path, f"YAML frontmatter parsing failed: {why}") from None
     if isinstance(raw, list) or (
         isinstance(raw, dict) and (raw.get("kind") == "remote" or _REMOTE_KEYS & set(raw))
     ):

@@ -151,6 +151,8 @@ def test_api_error_in_text_mode_is_said_once_without_object_object(tmp_path: Pat
         ({"candidates": [{"content": "x"}]}, "a candidate's content is a string, not an object"),
         ({"candidates": [{"content": {"parts": {}}}]}, "a candidate's parts is an object, not a list"),
         ({"candidates": [], "usageMetadata": [1]}, "usageMetadata is a list, not an object"),
+        ({"candidates": [{"content": {"parts": [{"functionCall": {"name": "read_file", "id": 5}}]}}]}, "a functionCall's id is a number, not a string"),
+        ({"candidates": [{"content": {"parts": [{"functionCall": "read_file"}]}}]}, "a functionCall is a string, not an object"),
     ],
 )
 def test_a_response_chunk_of_the_wrong_shape_fails_the_response_in_one_line(tmp_path: Path, chunk: object, why: str) -> None:
@@ -195,26 +197,41 @@ def test_a_fake_responses_file_that_never_ends_is_refused_not_read_into_memory(t
     assert_clean_failure(proc, 1, "fake responses file /dev/zero is larger than 256 MiB")
 
 
-def test_a_settings_integer_past_pythons_digits_is_a_number_as_in_javascript(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("number", "why"),
+    [("9" * 5000, "an integer of more than 4,300 digits"), ("1e400", "a number beyond 1e308 (it would be Infinity)")],
+    ids=["huge integer", "infinite"],
+)
+def test_a_settings_number_no_setting_can_take_exits_52_naming_it(tmp_path: Path, number: str, why: str) -> None:
+    # JSON.parse makes both Infinity; the settings that read a number (a threshold, a
+    # limit) then failed further on, each its own way.
     settings = tmp_path / ".gemini" / "settings.json"
     settings.parent.mkdir()
-    settings.write_text('{"model": {"maxSessionTurns": ' + "9" * 5000 + "}}")  # JSON.parse: Infinity
+    settings.write_text('{"tools": {"truncateToolOutputThreshold": ' + number + "}}")
     proc = run(["-p", "hi", "-m", "gemini-2.5-flash", "--fake-responses", str(HELLO)], tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "Hello! How can I help you today?"
+    assert_clean_failure(proc, 52, f"Error in {settings}: {why}")
 
 
-def test_a_policy_file_nested_past_the_parser_refuses_to_start(tmp_path: Path) -> None:
-    policy = tmp_path / "deep.toml"
-    policy.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [("[" * 5000 + "]" * 5000, "nested too deep"), ("9" * 5000, "an integer of more than 4,300 digits")],
+    ids=["deep", "huge integer"],
+)
+def test_a_policy_file_python_cannot_read_refuses_to_start(tmp_path: Path, value: str, why: str) -> None:
+    policy = tmp_path / "odd.toml"
+    policy.write_text(f"x = {value}\n")
     proc = run(["-p", "hi", "--policy", str(policy), "--fake-responses", str(HELLO)], tmp_path)
-    assert_clean_failure(proc, 52, f"Error in policy file {policy}:1: TOML parsing failed: nested too deep")
+    assert_clean_failure(proc, 52, f"Error in policy file {policy}:1: TOML parsing failed: {why}")
 
 
 @pytest.mark.parametrize(
     ("frontmatter", "why"),
-    [("x: " + "[" * 5000 + "]" * 5000, "nested too deep"), ("max_turns: " + "9" * 5000, "an integer of more than 4,300 digits")],
-    ids=["deep", "huge integer"],
+    [
+        ("x: " + "[" * 5000 + "]" * 5000, "nested too deep"),
+        ("max_turns: " + "9" * 5000, "an integer of more than 4,300 digits"),
+        ("when: 2024-02-30", "day is out of range for month"),
+    ],
+    ids=["deep", "huge integer", "no such date"],
 )
 def test_an_agent_file_python_cannot_read_is_skipped_in_one_line(tmp_path: Path, frontmatter: str, why: str) -> None:
     agent = tmp_path / ".gemini" / "agents" / "odd.md"
