@@ -37,9 +37,11 @@ fsync runs inline, blocking the event loop. So it does for a process that serves
 session and its subagents (``agentbus -p``, ``agentbus tool``: ``sync_inline``), whose
 loop has little else to do meanwhile than wait for that fsync: handing it to a thread
 cost such a run more than the fsync itself (a `-p hi` run 2.7 ms of wall time: the
-thread's start and two hand-overs). Inline, nothing is held while the writes succeed
-(the fsync is done before the tap returns); once one has failed, the sync points are
-held, as in a thread, so no observer sees one that is not on disk.
+thread's start and two hand-overs). Inline, nothing is held after the tap returns while
+the writes succeed (the fsync is done by then); once one has failed, the sync points are
+held, as in a thread, so no observer sees one that is not on disk. Either way the bus
+counts every message as held while the tap writes it (``Bus.held``): a catch-up reading
+the file in a worker thread meanwhile stops before its line.
 
 **Failure.** A write that fails (disk full, permissions, a vanished directory) raises
 ``RecorderError`` naming the file and the cause; nothing is dropped silently.

@@ -29,7 +29,9 @@ message, in the sender's task, before anyone else has it (a tap is the session's
 observer, whenever it subscribed). It must not block; it says
 whether the message is also handed to the subscription (to be held, when ``holds``
 names its type). The recorder writes its lines this way: no task switch a message, and
-nobody can see a message before its line is written.
+nobody can see a message before its line is written. While the tap runs, the message
+counts as held (``held``): a worker thread reading the file can find its line there
+the moment it is written, before the fsync.
 
 An actor may *answer* some requests in their sender's task (``Bus.answer``): when it is
 idle, a request it can answer at once is answered there and the reply delivered, with

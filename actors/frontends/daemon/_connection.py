@@ -457,17 +457,6 @@ class ConnectionActor:
             )
         except _Closed:
             raise
-        except DeliveryError:
-            # The session's actors stopped between the request's checks and its send
-            # (it failed or ended meanwhile): a refusal, not a failure of this daemon.
-            await self._send(
-                ProtocolError(
-                    request_id=rid,
-                    code="unknown_session",
-                    message=f"session {msg.session_id!r} is not running (it stopped just now)",
-                    session_id=msg.session_id,
-                )
-            )
         except Exception as exc:
             # A request this daemon fails on (a bug, an input nobody foresaw) is answered
             # and logged; the connection and its other requests carry on.
@@ -591,10 +580,15 @@ class ConnectionActor:
                     # An image alone (no text) is not preceded by an empty text part.
                     expanded = await self._prompt_parts(msg.text, live) if msg.text or not msg.attachments else ()
                     parts = (*expanded, *msg.attachments)
-                await port.send(
-                    SubmitPrompt(session_id=msg.session_id, prompt_id=msg.request_id, parts=parts, display_text=msg.text),
-                    to=live.addrs.session,
-                )
+                try:
+                    await port.send(
+                        SubmitPrompt(session_id=msg.session_id, prompt_id=msg.request_id, parts=parts, display_text=msg.text),
+                        to=live.addrs.session,
+                    )
+                except DeliveryError:
+                    # Its actors stopped since the check (it failed, or was ended): a
+                    # refusal, not a failure of this daemon.
+                    raise RequestError("unknown_session", f"session {msg.session_id!r} is not running (it stopped just now)") from None
                 await self._send(
                     PromptAccepted(session_id=msg.session_id, request_id=msg.request_id, prompt_id=msg.request_id)
                 )
