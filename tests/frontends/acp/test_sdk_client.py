@@ -71,6 +71,17 @@ async def agent(editor: Editor, tmp_path: Path, script: Path, *flags: str) -> As
         yield conn, proc
 
 
+@contextlib.asynccontextmanager
+async def attached(editor: Editor, env: dict[str, str], cwd: Path, *fake: str) -> AsyncIterator[tuple[Any, Any]]:
+    """A connected, initialized ``agentbus acp --attach`` process (the SDK spawns it;
+    the daemon starts on demand); ``fake``: the model file of the sessions it creates
+    (one it loads keeps its own)."""
+    args = ["-m", "actors.frontends", "acp", "--attach", "-m", MODEL, "-y", *fake]
+    async with acp.spawn_agent_process(editor, sys.executable, *args, env=env, cwd=cwd) as (conn, proc):
+        await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        yield conn, proc
+
+
 def test_a_session_killed_mid_turn_is_loaded_and_resumed_by_a_new_process(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -159,13 +170,8 @@ def test_attached_sessions_through_the_sdk_outlive_a_killed_front_end(tmp_path: 
     )
     env = {**_env(tmp_path), "AGENTBUS_RUNTIME_DIR": str(tmp_path / "run")}
 
-    @contextlib.asynccontextmanager
-    async def front_end(editor: Editor, *fake: str) -> AsyncIterator[tuple[Any, Any]]:
-        """``fake``: the model file of the sessions it creates (one it loads keeps its own)."""
-        args = ["-m", "actors.frontends", "acp", "--attach", "-m", MODEL, "-y", *fake]
-        async with acp.spawn_agent_process(editor, sys.executable, *args, env=env, cwd=tmp_path) as (conn, proc):
-            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
-            yield conn, proc
+    def front_end(editor: Editor, *fake: str) -> contextlib.AbstractAsyncContextManager[tuple[Any, Any]]:
+        return attached(editor, env, tmp_path, *fake)
 
     async def scenario() -> None:
         first = Editor()
@@ -234,16 +240,9 @@ def test_an_attached_session_whose_daemon_was_killed_mid_call_loads_with_the_cal
     )
     env = {**_env(tmp_path), "AGENTBUS_RUNTIME_DIR": str(tmp_path / "run")}
 
-    @contextlib.asynccontextmanager
-    async def front_end(editor: Editor, *fake: str) -> AsyncIterator[Any]:
-        args = ["-m", "actors.frontends", "acp", "--attach", "-m", MODEL, "-y", *fake]
-        async with acp.spawn_agent_process(editor, sys.executable, *args, env=env, cwd=tmp_path) as (conn, _):
-            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
-            yield conn
-
     async def scenario() -> None:
         first = Editor()
-        async with front_end(first, "--fake-responses", str(script)) as conn:
+        async with attached(first, env, tmp_path, "--fake-responses", str(script)) as (conn, _):
             sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
             turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[acp.text_block("wait")]))
             await first.wait_for(lambda u: u.session_update == "tool_call")
@@ -256,7 +255,7 @@ def test_an_attached_session_whose_daemon_was_killed_mid_call_loads_with_the_cal
             with contextlib.suppress(Exception):
                 await turn  # (the front end says its daemon went away)
         second = Editor()
-        async with front_end(second) as conn:
+        async with attached(second, env, tmp_path) as (conn, _):
             await conn.load_session(cwd=str(ws), session_id=sid, mcp_servers=[])
             # All of the replay comes before the answer; a call's updates in it are one.
             (call,) = [u for u in second.updates if u.session_update.startswith("tool_call")]

@@ -4,14 +4,11 @@ sees the call's header and its output so far, then what follows live."""
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 
 import trio
 
-from actors.frontends.daemon.client import open_client
-from actors.frontends.daemon.paths import DaemonPaths
-from bus.messages import ApprovalRequested, ToolOutputStreamed, TurnEnded
+from bus.messages import ToolOutputStreamed, TurnEnded
 from tests.frontends.daemon._helpers import (
     call_response,
     client_of,
@@ -20,7 +17,7 @@ from tests.frontends.daemon._helpers import (
     text_response,
     write_responses,
 )
-from tests.frontends.daemon._procs import agentbus, daemon_process, piped_chat
+from tests.frontends.daemon._procs import agentbus, killed_mid_approval, piped_chat
 
 
 def test_resume_prints_the_conversation_in_order(home: Path) -> None:
@@ -135,21 +132,8 @@ async def test_a_chat_resuming_what_a_killed_daemon_left_mid_turn_sees_the_turn_
     """The recording of a daemon killed while a call waited for its approval ends in the
     middle of the turn: attaching later, the call ends as interrupted and nothing is
     asked (it ran forever, and the turn never ended: no prompt came)."""
-    fake = write_responses(
-        home / "f.responses",
-        call_response("write_file", {"file_path": "notes.txt", "content": "milk\n"}),
-        text_response("never"),
-    )
     with trio.fail_after(60):
-        async with daemon_process(home) as daemon:
-            async with open_client(DaemonPaths(home / "run"), start=False) as client:
-                ready = await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")
-                sid = ready.session_id
-                await client.subscribe(sid, from_seq=1)
-                await client.prompt(sid, "Write my note to notes.txt.")
-                await events_until(client, lambda m: isinstance(m, ApprovalRequested))
-                daemon.proc.send_signal(signal.SIGKILL)
-                await daemon.proc.wait()
+        sid = await killed_mid_approval(home)
         try:
             resumed = await trio.to_thread.run_sync(lambda: piped_chat(home, "--resume", sid, typed="/quit\n"))
         finally:

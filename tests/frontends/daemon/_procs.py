@@ -100,3 +100,33 @@ async def daemon_process(home: Path, *args: str) -> AsyncIterator[DaemonProcess]
         await proc.wait()
         if proc.stderr is not None:
             await proc.stderr.aclose()
+
+
+async def killed_mid_approval(home: Path) -> str:
+    """A session of a daemon (a process of its own) killed with SIGKILL while the
+    model's ``write_file`` of notes.txt waited for its approval: the session's id. Its
+    recording ends in the middle of the turn."""
+    from actors.frontends.daemon.client import open_client
+    from actors.frontends.daemon.paths import DaemonPaths
+    from bus.messages import ApprovalRequested
+    from tests.frontends.daemon._helpers import (
+        call_response,
+        events_until,
+        text_response,
+        write_responses,
+    )
+
+    fake = write_responses(
+        home / "approve.responses",
+        call_response("write_file", {"file_path": "notes.txt", "content": "milk\n"}),
+        text_response("never"),
+    )
+    async with daemon_process(home) as daemon:
+        async with open_client(DaemonPaths(home / "run"), start=False) as client:
+            ready = await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")
+            await client.subscribe(ready.session_id, from_seq=1)
+            await client.prompt(ready.session_id, "Write my note to notes.txt.")
+            await events_until(client, lambda m: isinstance(m, ApprovalRequested))
+            daemon.proc.send_signal(signal.SIGKILL)  # mid-turn: the call waits for its approval
+            await daemon.proc.wait()
+    return ready.session_id

@@ -18,7 +18,7 @@ from actors.frontends.daemon.paths import DaemonPaths
 from actors.host.sessions import history_problems
 from bus import Envelope
 from bus.json_values import thaw
-from bus.messages import ApprovalRequested, GenerateRequest, ToolCallUpdated, TurnEnded
+from bus.messages import GenerateRequest, ToolCallUpdated, TurnEnded
 from tests.frontends.daemon._helpers import (
     alive,
     call_response,
@@ -26,7 +26,7 @@ from tests.frontends.daemon._helpers import (
     text_response,
     write_responses,
 )
-from tests.frontends.daemon._procs import agentbus, daemon_process
+from tests.frontends.daemon._procs import agentbus, daemon_process, killed_mid_approval
 
 
 async def test_one_daemon_per_user_private_socket_status_and_stop(home: Path) -> None:
@@ -104,21 +104,8 @@ async def test_sigterm_mid_tool_cancels_with_acknowledgement_and_the_session_res
 
 
 async def test_a_killed_daemon_restarts_and_the_session_reloads_with_a_valid_history(home: Path) -> None:
-    fake = write_responses(
-        home / "approve.responses",
-        call_response("write_file", {"file_path": "notes.txt", "content": "milk\n"}),
-        text_response("never"),
-    )
     with trio.fail_after(40):
-        async with daemon_process(home) as daemon:
-            async with open_client(DaemonPaths(home / "run"), start=False) as client:
-                ready = await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")
-                sid = ready.session_id
-                await client.subscribe(sid, from_seq=1)
-                await client.prompt(sid, "Write my note to notes.txt.")
-                await events_until(client, lambda m: isinstance(m, ApprovalRequested))
-                daemon.proc.send_signal(signal.SIGKILL)  # mid-turn: the call waits for its approval
-                await daemon.proc.wait()
+        sid = await killed_mid_approval(home)
         contents = await model_request_after_restart(home, sid)
     assert history_problems(contents) == []
     calls = [p["functionCall"]["name"] for c in contents for p in c.get("parts", []) if "functionCall" in p]

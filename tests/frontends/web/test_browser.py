@@ -30,9 +30,9 @@ import trio
 
 from actors.frontends.daemon.client import open_client
 from actors.frontends.daemon.paths import DaemonPaths
-from bus.messages import ApprovalRequested
-from tests.frontends.daemon._helpers import events_until, write_responses
-from tests.frontends.daemon._procs import daemon_process, env_for
+from tests.frontends.daemon._helpers import write_responses
+from tests.frontends.daemon._procs import env_for
+from tests.frontends.daemon._procs import killed_mid_approval as killed_mid_approval_of
 from tests.frontends.web._helpers import stream_response
 
 CHROMIUM_ARGS = [
@@ -260,24 +260,7 @@ def test_a_person_follows_approves_prompts_and_cancels_in_chromium(chromium: str
 def killed_mid_approval(home: Path) -> str:
     """A session whose daemon was killed while a write waited for its approval (its
     recording ends in the middle of the turn), before the next daemon starts."""
-    fake = write_responses(
-        home / "f.responses",
-        stream_response(call=("write_file", {"file_path": "notes.txt", "content": "milk\n"})),
-        stream_response("never"),
-    )
-
-    async def kill_mid_approval() -> str:
-        async with daemon_process(home) as daemon:
-            async with open_client(DaemonPaths(home / "run"), client="test", start=False) as client:
-                ready = await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")
-                await client.subscribe(ready.session_id, from_seq=1)
-                await client.prompt(ready.session_id, "Write my note to notes.txt.")
-                await events_until(client, lambda m: isinstance(m, ApprovalRequested))
-                daemon.proc.send_signal(signal.SIGKILL)
-                await daemon.proc.wait()
-                return ready.session_id
-
-    return trio.run(kill_mid_approval)
+    return trio.run(killed_mid_approval_of, home)
 
 
 def test_a_page_opening_what_a_killed_daemon_left_mid_turn_shows_the_turn_and_its_call_ended(
