@@ -52,7 +52,6 @@ import logging
 import os
 import socket
 from collections import deque
-from collections.abc import Iterable, Mapping
 from functools import partial
 from typing import Any
 
@@ -499,9 +498,6 @@ class ConnectionActor:
 
     async def _dispatch_here(self, msg: Message, port: Port) -> None:
         core = self.core
-        for name in _PATH_FIELDS:
-            if why := path_problem(getattr(msg, name, "")):
-                raise RequestError("invalid", f"{name}: {why}")
         match msg:
             case Hello():
                 await self._send(
@@ -568,8 +564,6 @@ class ConnectionActor:
                 except DeliveryError:
                     pass  # the call ended meanwhile (its session closed)
             case Prompt():
-                if why := prompt_part_problem((*msg.parts, *msg.attachments)):
-                    raise RequestError("invalid", f"a prompt's parts are Gemini API parts: {why}")
                 # First, so that the session's state is checked after the wait.
                 await after_work_in_flight()
                 live = core.running(msg.session_id)
@@ -913,45 +907,6 @@ class ConnectionActor:
         if batch:
             await self._send_frame(b"".join(batch))
         return max(expected, nxt)
-
-
-_PATH_FIELDS = ("workspace", "fake_responses")
-"""The fields of a request that name a file or directory of this machine."""
-
-
-def path_problem(path: str) -> str | None:
-    """Why ``path`` can name no file here (``None``: it can, or it is empty): the
-    system's calls refuse it before looking (they raised, and the request failed with a
-    Python error)."""
-    if "\x00" in path:
-        return "a path cannot hold a NUL character"
-    encoded = os.fsencode(path)  # (a lone surrogate is refused with its frame)
-    if len(encoded) >= 4096 or any(len(name) > 255 for name in encoded.split(b"/")):
-        return "the path is longer than the system allows (4,096 bytes, 255 a name)"
-    return None
-
-
-_PART_OBJECTS = {"inlineData": ("mimeType", "data"), "fileData": ("fileUri",)}
-"""The parts of a prompt that carry an object, and the strings each object needs."""
-
-
-def prompt_part_problem(parts: Iterable[Any]) -> str | None:
-    """Why ``parts`` cannot be a prompt's content (``None``: they can): each is an
-    object; its ``text``, if any, a string; its ``inlineData`` (``mimeType``, ``data``)
-    and ``fileData`` (``fileUri``), if any, objects of strings. A prompt of other parts
-    was taken, and its session died of it (and its recording could not be read again)."""
-    for i, part in enumerate(parts):
-        if not isinstance(part, Mapping):
-            return f"part {i + 1} is not an object"
-        if "text" in part and not isinstance(part["text"], str):
-            return f"part {i + 1}'s text is not a string"
-        for key, needed in _PART_OBJECTS.items():
-            if key not in part:
-                continue
-            value = part[key]
-            if not isinstance(value, Mapping) or not all(isinstance(value.get(k), str) for k in needed):
-                return f"part {i + 1}'s {key} is not an object with {' and '.join(needed)} strings"
-    return None
 
 
 PROMPT_YIELD_ROUNDS = 8

@@ -16,7 +16,9 @@ value of the wrong type), is ``bad_frame``.
 from __future__ import annotations
 
 import hmac
-from typing import get_args
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any, get_args
 
 import attrs
 
@@ -220,6 +222,9 @@ def _encodable(value: Message | str) -> bool:
 
 
 def _value_problem(msg: Message) -> str | None:
+    for name in _PATH_FIELDS:
+        if why := path_problem(getattr(msg, name, "")):
+            return f"{name}: {why}"
     match msg:
         case CreateSession() if msg.session_id and (problem := session_id_problem(msg.session_id)):
             return problem
@@ -245,6 +250,47 @@ def _value_problem(msg: Message) -> str | None:
         case Prompt():
             if not msg.text.strip() and not msg.parts:
                 return "an empty prompt"
+            if why := prompt_part_problem((*msg.parts, *msg.attachments)):
+                return f"a prompt's parts are Gemini API parts: {why}"
         case _:
             pass
+    return None
+
+
+_PATH_FIELDS = ("workspace", "fake_responses")
+"""The fields of a request that name a file or directory of this machine."""
+
+
+def path_problem(path: str) -> str | None:
+    """Why ``path`` can name no file here (``None``: it can, or it is empty): the
+    system's calls refuse it before looking (they raised, and the request failed with a
+    Python error)."""
+    if "\x00" in path:
+        return "a path cannot hold a NUL character"
+    encoded = os.fsencode(path)  # (a lone surrogate is refused with its frame)
+    if len(encoded) >= 4096 or any(len(name) > 255 for name in encoded.split(b"/")):
+        return "the path is longer than the system allows (4,096 bytes, 255 a name)"
+    return None
+
+
+_PART_OBJECTS = {"inlineData": ("mimeType", "data"), "fileData": ("fileUri",)}
+"""The parts of a prompt that carry an object, and the strings each object needs."""
+
+
+def prompt_part_problem(parts: Iterable[Any]) -> str | None:
+    """Why ``parts`` cannot be a prompt's content (``None``: they can): each is an
+    object; its ``text``, if any, a string; its ``inlineData`` (``mimeType``, ``data``)
+    and ``fileData`` (``fileUri``), if any, objects of strings. A prompt of other parts
+    was taken, and its session died of it (and its recording could not be read again)."""
+    for i, part in enumerate(parts):
+        if not isinstance(part, Mapping):
+            return f"part {i + 1} is not an object"
+        if "text" in part and not isinstance(part["text"], str):
+            return f"part {i + 1}'s text is not a string"
+        for key, needed in _PART_OBJECTS.items():
+            if key not in part:
+                continue
+            value = part[key]
+            if not isinstance(value, Mapping) or not all(isinstance(value.get(k), str) for k in needed):
+                return f"part {i + 1}'s {key} is not an object with {' and '.join(needed)} strings"
     return None

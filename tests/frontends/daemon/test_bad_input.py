@@ -237,13 +237,17 @@ async def test_a_prompt_of_parts_that_are_not_parts_is_refused_and_its_session_g
         async with running_daemon(home), client_of(home) as client:
             sid = (await client.create_session(str(home / "ws"), fake_responses=str(fake), model="gemini-2.5-flash")).session_id
             await client.subscribe(sid, from_seq=1)
-            for field, value in bad:
-                try:
-                    await client.request(Prompt(session_id=sid, request_id=new_id(), text="hi", **{field: value}))
-                except DaemonError as exc:
-                    assert exc.code == "invalid" and "a prompt's parts are Gemini API parts: part " in str(exc), exc
-                else:
-                    raise AssertionError(f"{field}={value!r} was taken")
+            for i, (field, value) in enumerate(bad):
+                # Each from a connection of its own: refused frames count toward a
+                # connection's limit (MAX_ERRORS).
+                async with client_of(home, f"sender-{i}") as sender:
+                    await sender.load_session(sid)
+                    try:
+                        await sender.request(Prompt(session_id=sid, request_id=new_id(), text="hi", **{field: value}))
+                    except DaemonError as exc:
+                        assert exc.code == "invalid" and "a prompt's parts are Gemini API parts: part " in str(exc), exc
+                    else:
+                        raise AssertionError(f"{field}={value!r} was taken")
             prompt_id = (await client.prompt(sid, "hi", parts=({"text": "hi"},))).prompt_id
             assert (await own_turn_end(client, prompt_id)).stop_reason == "end_turn"
             await client.end_session(sid)
