@@ -82,16 +82,23 @@ async def attached(editor: Editor, env: dict[str, str], cwd: Path, *fake: str) -
         yield conn, proc
 
 
-def test_a_session_killed_mid_turn_is_loaded_and_resumed_by_a_new_process(tmp_path: Path) -> None:
+def waiting_shell(tmp_path: Path, name: str) -> tuple[Path, Path, Path]:
+    """The workspace, a FIFO its shell command writes its pid into once it runs, and a
+    model file whose turn runs that command (``sleep 60``), then would say "never"."""
     ws = tmp_path / "ws"
     ws.mkdir()
     pid_file = ws / "shell.pid"
     os.mkfifo(pid_file)
-    first = fake_responses(
-        tmp_path / "first.jsonl",
+    script = fake_responses(
+        tmp_path / name,
         call_chunks(("run_shell_command", {"command": "echo $$ > shell.pid; sleep 60", "description": "wait"})),
         text_chunks("never"),
     )
+    return ws, pid_file, script
+
+
+def test_a_session_killed_mid_turn_is_loaded_and_resumed_by_a_new_process(tmp_path: Path) -> None:
+    ws, pid_file, first = waiting_shell(tmp_path, "first.jsonl")
     later = fake_responses(tmp_path / "later.jsonl", text_chunks("Back again."))
 
     async def kill_mid_turn() -> str:
@@ -229,15 +236,7 @@ def test_an_attached_session_whose_daemon_was_killed_mid_call_loads_with_the_cal
     demand resumes the session) shows the call failed, not running for ever."""
     from actors.frontends.daemon.paths import DaemonPaths, read_pid
 
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    pid_file = ws / "shell.pid"
-    os.mkfifo(pid_file)
-    script = fake_responses(
-        tmp_path / "attached.jsonl",
-        call_chunks(("run_shell_command", {"command": "echo $$ > shell.pid; sleep 60", "description": "wait"})),
-        text_chunks("never"),
-    )
+    ws, pid_file, script = waiting_shell(tmp_path, "attached.jsonl")
     env = {**_env(tmp_path), "AGENTBUS_RUNTIME_DIR": str(tmp_path / "run")}
 
     async def scenario() -> None:
